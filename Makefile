@@ -1,0 +1,36 @@
+# Two commands set everything up on a fresh machine:
+#   make run   - create .venv, install everything, start the server on 127.0.0.1:6379 (embedded store)
+#   make test  - create .venv, install everything, run the whole test suite
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TORCH := torch==2.13.0
+
+.PHONY: venv run test lint typecheck bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# torch first, exactly this CPU build, so the project's torch range is already met
+	$(BIN)/pip install --quiet $(TORCH)
+	$(BIN)/pip install --quiet -e '.[torch,onnx,uvloop,metrics,dev]'
+	touch $(STAMP)
+
+run: venv
+	$(BIN)/redisai-server --bind 127.0.0.1 --port 6379
+
+test: venv
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+bench: venv
+	$(BIN)/python -m bench.resp_passthrough
+
+clean:
+	rm -rf $(VENV) .clients .pytest_cache .mypy_cache .ruff_cache

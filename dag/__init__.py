@@ -1,0 +1,1 @@
+"""DAG engine: parsing, key renaming, run-infos, per-device queues and workers."""

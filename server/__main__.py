@@ -1,0 +1,43 @@
+"""``python -m server`` / ``redisai-server``: parse the settings and run the server."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+
+from server.app import Server
+from server.config import ConfigError, load_config
+
+_LEVELS = {"debug": logging.DEBUG, "verbose": logging.INFO, "info": logging.INFO, "notice": logging.INFO,
+           "warning": logging.WARNING, "error": logging.ERROR}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        config = load_config(sys.argv[1:] if argv is None else argv)
+    except ConfigError as exc:
+        print(f"redisai-server: {exc}", file=sys.stderr)
+        return 1
+    logging.basicConfig(level=_LEVELS[config.log_level], format="%(asctime)s %(levelname).1s %(name)s: %(message)s")
+    loop_factory = None
+    try:
+        import uvloop
+
+        loop_factory = uvloop.new_event_loop
+    except ImportError:
+        logging.getLogger("redisai.server").info("uvloop not installed; using the asyncio event loop")
+    try:
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            runner.run(Server(config).serve())
+    except OSError as exc:
+        print(f"redisai-server: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

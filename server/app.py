@@ -1,0 +1,123 @@
+"""Server: start the store and the listeners, serve, and shut down gracefully.
+
+Shutdown (SIGTERM/SIGINT or ``Server.stop``): stop accepting → let in-flight commands finish until
+``shutdown_timeout`` → close every client → close the store. A second signal skips the wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import ssl
+import time
+
+from server.commands.table import COMMAND_TABLE
+from server.config import Config
+from server.connection import ClientConnection
+from server.context import ServerContext, Store
+from server.store_embedded import EmbeddedStore
+from server.store_redis import RedisStore
+
+log = logging.getLogger("redisai.server")
+
+
+def make_store(config: Config) -> Store:
+    return RedisStore(config.redis_url) if config.redis_url else EmbeddedStore()
+
+
+def _tls_context(config: Config) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(config.tls_cert_file, config.tls_key_file)
+    return context
+
+
+class Server:
+    """One running server: its context, its listeners and its lifecycle."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.ctx = ServerContext(config=config, store=make_store(config), commands=COMMAND_TABLE)
+        self._listeners: list[asyncio.Server] = []
+        self._stopping: asyncio.Event | None = None
+        self._forced = False
+        self.ports: list[int] = []
+
+    async def start(self) -> None:
+        """Connect the store and open every listener; raises if any of them fails."""
+        self._stopping = asyncio.Event()
+        await self.ctx.store.start()
+        loop = asyncio.get_running_loop()
+        factory = lambda: ClientConnection(self.ctx)  # noqa: E731
+        tls = _tls_context(self.config) if self.config.tls_enabled else None
+        plain_tls = tls if self.config.tls_port == 0 else None
+        for host in self.config.bind_addresses:
+            listener = await loop.create_server(factory, host, self.config.port, ssl=plain_tls, reuse_address=True)
+            self._listeners.append(listener)
+        if tls is not None and self.config.tls_port:
+            for host in self.config.bind_addresses:
+                listener = await loop.create_server(factory, host, self.config.tls_port, ssl=tls)
+                self._listeners.append(listener)
+        if self.config.unixsocket:
+            if os.path.exists(self.config.unixsocket):
+                os.unlink(self.config.unixsocket)
+            listener = await loop.create_unix_server(factory, self.config.unixsocket)
+            self._listeners.append(listener)
+        self.ports = [s.getsockname()[1] for srv in self._listeners for s in srv.sockets
+                      if isinstance(s.getsockname(), tuple)]
+        self.ctx.tcp_port = self.ports[0] if self.ports else 0
+        log.info("ready to accept connections on %s (store: %s)",
+                 ", ".join(str(p) for p in self.ports) or self.config.unixsocket, self.ctx.store.describe())
+
+    def stop(self) -> None:
+        """Ask for a graceful shutdown; a second call skips the drain."""
+        if self._stopping is None:
+            return
+        if self._stopping.is_set():
+            self._forced = True
+        self._stopping.set()
+
+    async def serve(self) -> None:
+        """Run until SIGTERM/SIGINT (or ``stop``), then shut down."""
+        await self.start()
+        loop = asyncio.get_running_loop()
+        installed = []
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, self.stop)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass  # not the main thread (tests run servers in threads)
+        try:
+            await self.run_until_stopped()
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+
+    async def run_until_stopped(self) -> None:
+        """After ``start``: wait for ``stop``, then shut down gracefully."""
+        assert self._stopping is not None, "start() first"
+        try:
+            await self._stopping.wait()
+        finally:
+            await self.shutdown()
+
+    async def shutdown(self) -> None:
+        self.ctx.shutting_down = True
+        for listener in self._listeners:
+            listener.close()
+        deadline = time.monotonic() + self.config.shutdown_timeout
+        while not self._forced and time.monotonic() < deadline:
+            if all(client.idle() for client in list(self.ctx.clients.values())):
+                break
+            await asyncio.sleep(0.01)
+        for client in list(self.ctx.clients.values()):
+            if client.transport is not None:
+                client.transport.close()
+        for listener in self._listeners:
+            await listener.wait_closed()
+        await self.ctx.store.close()
+        if self.config.unixsocket and os.path.exists(self.config.unixsocket):
+            os.unlink(self.config.unixsocket)
+        log.info("shut down")

@@ -1,0 +1,232 @@
+"""Connection-level commands we answer ourselves: AUTH, HELLO, PING, ECHO, QUIT, SELECT, RESET, CLIENT.
+
+Everything else that is not an AI command goes to the backing store verbatim (``RELAY``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from backends import errors as msgs
+from backends.errors import AIError, wrong_arity
+from server.commands.spec import RELAY
+from server.context import DATABASES, REDIS_COMPAT_VERSION, VERSION
+from server.resp import OK, Status, parse_strict_int
+
+if TYPE_CHECKING:
+    from server.connection import ClientConnection
+
+
+def cmd_ping(client: ClientConnection, argv: list[bytes]) -> Any:
+    """PING [message]"""
+    if client.relays_everything():
+        return RELAY
+    if len(argv) > 2:
+        raise wrong_arity(argv[0].decode(errors="replace"))
+    return argv[1] if len(argv) == 2 else Status("PONG")
+
+
+def cmd_echo(client: ClientConnection, argv: list[bytes]) -> Any:
+    """ECHO message"""
+    return RELAY if client.relays_everything() else argv[1]
+
+
+def cmd_quit(client: ClientConnection, argv: list[bytes]) -> Any:
+    """QUIT: answer +OK, then close once every earlier reply is written."""
+    client.close_after_reply()
+    return OK
+
+
+def cmd_auth(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AUTH [username] password"""
+    if len(argv) > 3:
+        raise AIError(msgs.SYNTAX_MSG)
+    password = client.ctx.config.requirepass
+    if not password:
+        raise AIError(msgs.AUTH_NOT_CONFIGURED_MSG)
+    user = argv[1] if len(argv) == 3 else b"default"
+    if user != b"default" or argv[-1].decode(errors="replace") != password:
+        raise AIError(msgs.WRONGPASS_MSG)
+    client.state.authenticated = True
+    return OK
+
+
+def cmd_hello(client: ClientConnection, argv: list[bytes]) -> Any:
+    """HELLO [protover [AUTH username password] [SETNAME clientname]]"""
+    proto = client.state.proto
+    if len(argv) > 1:
+        value = parse_strict_int(argv[1])
+        if value is None:
+            raise AIError(msgs.INVALID_PROTOVER_MSG)
+        if value not in (2, 3):
+            raise AIError(msgs.NOPROTO_MSG)
+        proto = value
+    name, index = None, 2
+    while index < len(argv):
+        option, left = argv[index].upper(), len(argv) - index - 1
+        if option == b"AUTH" and left >= 2:
+            cmd_auth(client, [b"AUTH", argv[index + 1], argv[index + 2]])
+            index += 3
+        elif option == b"SETNAME" and left >= 1:
+            name = _valid_client_name(argv[index + 1])
+            index += 2
+        else:
+            raise AIError(f"ERR Syntax error in HELLO option '{argv[index].decode(errors='replace')}'")
+    if not client.state.authenticated:
+        raise AIError(msgs.HELLO_NOAUTH_MSG)
+    if name is not None:
+        client.state.name = name
+    client.set_protocol(proto)
+    return {"server": "redis", "version": REDIS_COMPAT_VERSION, "proto": proto, "id": client.state.id,
+            "mode": "standalone", "role": "master",
+            "modules": [{"name": "ai", "ver": 10207, "path": "builtin", "args": []}],
+            "redisai_server": VERSION}
+
+
+def cmd_select(client: ClientConnection, argv: list[bytes]) -> Any:
+    """SELECT index: validated here, then relayed so the client's own store connection switches too."""
+    index = parse_strict_int(argv[1])
+    if index is None:
+        raise AIError(msgs.NOT_INTEGER_MSG)
+    if not 0 <= index < DATABASES:
+        raise AIError(msgs.DB_INDEX_MSG)
+    client.state.db = index
+    return RELAY
+
+
+def cmd_reset(client: ClientConnection, argv: list[bytes]) -> Any:
+    """RESET: the store resets the relayed state (MULTI, WATCH, SUBSCRIBE, db); we reset ours."""
+    client.state.db = 0
+    client.state.name = ""
+    client.state.in_multi = False
+    client.state.proto = 2
+    client.state.authenticated = not client.ctx.config.requirepass
+    return RELAY
+
+
+def _valid_client_name(name: bytes) -> str:
+    if any(c <= 32 or c >= 127 for c in name):
+        raise AIError(msgs.CLIENT_NAME_SPACES_MSG)
+    return name.decode()
+
+
+def cmd_client(client: ClientConnection, argv: list[bytes]) -> Any:
+    """CLIENT SETNAME|GETNAME|SETINFO|ID|INFO|LIST|KILL ... (others are relayed to the store)."""
+    sub = argv[1].upper()
+    handler = _CLIENT_SUBCOMMANDS.get(sub)
+    if handler is None:
+        return RELAY
+    return handler(client, argv)
+
+
+def _client_setname(client: ClientConnection, argv: list[bytes]) -> Any:
+    if len(argv) != 3:
+        raise wrong_arity("client|setname")
+    client.state.name = _valid_client_name(argv[2]) if argv[2] else ""
+    return OK
+
+
+def _client_getname(client: ClientConnection, argv: list[bytes]) -> Any:
+    if len(argv) != 2:
+        raise wrong_arity("client|getname")
+    return client.state.name.encode() if client.state.name else None
+
+
+def _client_setinfo(client: ClientConnection, argv: list[bytes]) -> Any:
+    if len(argv) != 4:
+        raise wrong_arity("client|setinfo")
+    attr = argv[2].upper()
+    if attr not in (b"LIB-NAME", b"LIB-VER"):
+        raise AIError(f"ERR Unrecognized option '{argv[2].decode(errors='replace')}'")
+    if any(c < 33 or c > 126 for c in argv[3]):
+        raise AIError(f"ERR {attr.decode().lower()} cannot contain spaces, newlines or special characters.")
+    if attr == b"LIB-NAME":
+        client.state.lib_name = argv[3].decode()
+    else:
+        client.state.lib_ver = argv[3].decode()
+    return OK
+
+
+def _client_id(client: ClientConnection, argv: list[bytes]) -> Any:
+    if len(argv) != 2:
+        raise wrong_arity("client|id")
+    return client.state.id
+
+
+def _client_info(client: ClientConnection, argv: list[bytes]) -> Any:
+    return (client.describe() + "\n").encode()
+
+
+def _client_list(client: ClientConnection, argv: list[bytes]) -> Any:
+    """CLIENT LIST [TYPE normal|pubsub|...] [ID id ...]"""
+    clients = list(client.ctx.clients.values())
+    if len(argv) >= 4 and argv[2].upper() == b"ID":
+        wanted = {parse_strict_int(a) for a in argv[3:]}
+        if None in wanted:
+            raise AIError(msgs.NOT_INTEGER_MSG)
+        clients = [c for c in clients if c.state.id in wanted]
+    elif len(argv) == 4 and argv[2].upper() == b"TYPE":
+        kind = argv[3].lower()
+        if kind not in (b"normal", b"pubsub", b"master", b"replica", b"slave"):
+            raise AIError(f"ERR Unknown client type '{argv[3].decode(errors='replace')}'")
+        clients = [c for c in clients if (b"pubsub" if c.state.used_pubsub else b"normal") == kind]
+    elif len(argv) != 2:
+        raise AIError(msgs.SYNTAX_MSG)
+    return "".join(c.describe() + "\n" for c in clients).encode()
+
+
+def _client_kill(client: ClientConnection, argv: list[bytes]) -> Any:
+    """CLIENT KILL addr | CLIENT KILL [ID id] [ADDR addr] [LADDR addr] [SKIPME yes|no] ..."""
+    if len(argv) == 3:
+        victims = [c for c in client.ctx.clients.values() if c.state.addr == argv[2].decode(errors="replace")]
+        if not victims:
+            raise AIError(msgs.NO_SUCH_CLIENT_MSG)
+        victims[0].kill()
+        return OK
+    if len(argv) % 2 != 0 or len(argv) < 4:
+        raise AIError(msgs.SYNTAX_MSG)
+    victims = _select_victims(client, argv[2:])
+    for victim in victims:
+        victim.kill()
+    return len(victims)
+
+
+def _select_victims(client: ClientConnection, filters: list[bytes]) -> list[ClientConnection]:
+    candidates = list(client.ctx.clients.values())
+    skip_me = True
+    for name, value in zip(filters[::2], filters[1::2], strict=False):
+        key, text = name.upper(), value.decode(errors="replace")
+        if key == b"ID":
+            wanted = parse_strict_int(value)
+            if wanted is None or wanted <= 0:
+                raise AIError("ERR client-id should be greater than 0")
+            candidates = [c for c in candidates if c.state.id == wanted]
+        elif key == b"ADDR":
+            candidates = [c for c in candidates if c.state.addr == text]
+        elif key == b"LADDR":
+            candidates = [c for c in candidates if c.state.laddr == text]
+        elif key == b"USER":
+            candidates = candidates if text == "default" else []
+        elif key == b"SKIPME":
+            if value.lower() not in (b"yes", b"no"):
+                raise AIError(msgs.SYNTAX_MSG)
+            skip_me = value.lower() == b"yes"
+        else:
+            raise AIError(msgs.SYNTAX_MSG)
+    return [c for c in candidates if not (skip_me and c is client)]
+
+
+_CLIENT_SUBCOMMANDS = {
+    b"SETNAME": _client_setname,
+    b"GETNAME": _client_getname,
+    b"SETINFO": _client_setinfo,
+    b"ID": _client_id,
+    b"INFO": _client_info,
+    b"LIST": _client_list,
+    b"KILL": _client_kill,
+}
+
+
+def uptime_seconds(started_at: float) -> int:
+    return int(time.time() - started_at)

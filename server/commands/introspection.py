@@ -1,0 +1,166 @@
+"""INFO and COMMAND: our own sections and command entries, merged with what the backing store reports."""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from backends import errors as msgs
+from backends.errors import AIError
+from server.commands.spec import RELAY, CommandSpec, RelayThen
+from server.context import REDIS_COMPAT_VERSION, VERSION
+from server.resp import Status, Verbatim, encode, join_aggregate, split_aggregate
+
+if TYPE_CHECKING:
+    from server.connection import ClientConnection
+
+OUR_SECTIONS = ("server", "clients", "stats")
+DEFAULT_SECTIONS = ("server", "clients", "stats", "keyspace")
+
+
+def _server_section(client: ClientConnection) -> list[tuple[str, object]]:
+    ctx = client.ctx
+    uptime = int(time.time() - ctx.started_at)
+    return [
+        ("redis_version", REDIS_COMPAT_VERSION),
+        ("redisai_server_version", VERSION),
+        ("redis_mode", "standalone"),
+        ("os", f"{platform.system()} {platform.release()} {platform.machine()}"),
+        ("python_version", sys.version.split()[0]),
+        ("process_id", ctx.pid),
+        ("tcp_port", ctx.tcp_port),
+        ("uptime_in_seconds", uptime),
+        ("uptime_in_days", uptime // 86400),
+        ("backing_store", ctx.store.describe()),
+        ("threads_per_queue", ctx.config.threads_per_queue),
+    ]
+
+
+def _clients_section(client: ClientConnection) -> list[tuple[str, object]]:
+    clients = list(client.ctx.clients.values())
+    return [
+        ("connected_clients", len(clients)),
+        ("pubsub_clients", sum(1 for c in clients if c.state.used_pubsub)),
+        ("clients_in_transaction", sum(1 for c in clients if c.state.in_multi)),
+    ]
+
+
+def _stats_section(client: ClientConnection) -> list[tuple[str, object]]:
+    stats = client.ctx.stats
+    return [
+        ("total_connections_received", stats.connections_received),
+        ("total_commands_processed", stats.commands_processed),
+        ("rejected_connections", stats.rejected_connections),
+        ("total_protocol_errors", stats.protocol_errors),
+    ]
+
+
+_SECTION_BUILDERS = {"server": _server_section, "clients": _clients_section, "stats": _stats_section}
+
+
+def _render(title: str, fields: list[tuple[str, object]]) -> str:
+    return f"# {title.capitalize()}\r\n" + "".join(f"{k}:{v}\r\n" for k, v in fields)
+
+
+async def cmd_info(client: ClientConnection, argv: list[bytes]) -> Any:
+    """INFO [section ...]: server, clients and stats are ours; keyspace and any other section come from the store."""
+    wanted = [a.decode(errors="replace").lower() for a in argv[1:]] or ["default"]
+    if any(w in ("all", "everything", "default") for w in wanted):
+        wanted = list(DEFAULT_SECTIONS) + [w for w in wanted if w not in ("all", "everything", "default")]
+    parts: list[str] = []
+    store_sections = [w for w in dict.fromkeys(wanted) if w not in OUR_SECTIONS]
+    for section in dict.fromkeys(wanted):
+        if section in _SECTION_BUILDERS:
+            parts.append(_render(section, _SECTION_BUILDERS[section](client)))
+    if store_sections:
+        store_text = await client.ctx.store.info(store_sections)
+        if store_text.strip():
+            parts.append(store_text.strip("\r\n") + "\r\n")
+    body = "\r\n".join(p.rstrip("\r\n") + "\r\n" for p in parts if p).encode()
+    return Verbatim(body) if client.state.proto == 3 else body
+
+
+def cmd_command(client: ClientConnection, argv: list[bytes]) -> Any:
+    """COMMAND [COUNT | INFO name... | DOCS [name...] | GETKEYS cmd args... | LIST]: ours merged into the store's.
+
+    The store's reply is relayed in the client's protocol and our entries are spliced into the raw frame, so
+    every type the store sent (simple strings, maps) reaches the client as the store sent it.
+    """
+    table, proto = client.ctx.commands, client.state.proto
+    sub = argv[1].upper() if len(argv) > 1 else b""
+    if sub == b"":
+        ours = [encode(spec.info_reply(), proto) for spec in table.values()]
+        return RelayThen(lambda raw: _append(raw, ours, b"*"))
+    if sub == b"COUNT":
+        return RelayThen(lambda raw: b":%d\r\n" % ((int(raw[1:-2]) if raw[:1] == b":" else 0) + len(table)))
+    if sub == b"LIST":
+        names = [encode(spec.name.lower(), proto) for spec in table.values()]
+        return RelayThen(lambda raw: _append(raw, names, b"*"))
+    if sub == b"INFO":
+        return _command_info(client, argv[2:])
+    if sub == b"DOCS":
+        return _command_docs(client, argv[2:])
+    if sub in (b"GETKEYS", b"GETKEYSANDFLAGS"):
+        return _command_getkeys(client, argv)
+    return RELAY
+
+
+def _ours(client: ClientConnection, name: bytes) -> CommandSpec | None:
+    return client.ctx.commands.get(name.upper().decode(errors="replace"))
+
+
+def _append(raw: bytes, extra: list[bytes], kind: bytes) -> bytes:
+    """Our encoded elements after the store's (an error reply from the store counts as an empty aggregate)."""
+    if raw[:1] in (b"-", b"_") or raw.startswith(b"*-1"):
+        return join_aggregate(kind, extra)
+    raw_kind, elements = split_aggregate(raw)
+    return join_aggregate(raw_kind, elements + extra)
+
+
+def _command_info(client: ClientConnection, names: list[bytes]) -> Any:
+    specs = [_ours(client, name) for name in names]
+    if all(spec is not None for spec in specs):
+        return [spec.info_reply() for spec in specs if spec is not None]
+    others = [name for name, spec in zip(names, specs, strict=False) if spec is None]
+    proto = client.state.proto
+
+    def merge(raw: bytes) -> bytes:
+        kind, theirs = split_aggregate(raw) if raw[:1] == b"*" else (b"*", [encode(None, proto)] * len(others))
+        it = iter(theirs)
+        return join_aggregate(kind, [encode(s.info_reply(), proto) if s else next(it) for s in specs])
+
+    return RelayThen(merge, [b"COMMAND", b"INFO", *(name.lower() for name in others)])
+
+
+def _command_docs(client: ClientConnection, names: list[bytes]) -> Any:
+    proto = client.state.proto
+    if names:
+        specs = {name: _ours(client, name) for name in names}
+        ours = {name.lower(): spec.docs_reply() for name, spec in specs.items() if spec is not None}
+        others = [name for name, spec in specs.items() if spec is None]
+    else:
+        ours = {spec.name.lower().encode(): spec.docs_reply() for spec in client.ctx.commands.values()}
+        others = []
+    if names and not others:
+        return ours
+    extra = [encode(part, proto) for key, doc in ours.items() for part in (key, doc)]
+    return RelayThen(lambda raw: _append(raw, extra, b"%" if proto == 3 else b"*"), [b"COMMAND", b"DOCS", *others])
+
+
+def _command_getkeys(client: ClientConnection, argv: list[bytes]) -> Any:
+    if len(argv) < 3:
+        raise AIError(f"ERR wrong number of arguments for 'command|{argv[1].decode(errors='replace').lower()}' "
+                      "command")
+    spec = client.ctx.commands.get(argv[2].upper().decode(errors="replace"))
+    if spec is None:
+        return RELAY
+    if not spec.arity_ok(len(argv) - 2):
+        raise AIError(msgs.INVALID_ARGS_GETKEYS_MSG)
+    keys = spec.keys_of(argv[2:])
+    if not keys:
+        raise AIError(msgs.NO_KEYS_MSG)
+    if argv[1].upper() == b"GETKEYSANDFLAGS":
+        return [[key, [Status(f) for f in spec.flags if f in ("readonly", "write")]] for key in keys]
+    return keys

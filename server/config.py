@@ -1,0 +1,186 @@
+"""Server settings: one frozen Config, resolved from defaults < config file < environment < command line.
+
+Usage: ``redisai-server [/path/to/server.conf] [--port 6379] [--redis-url redis://host:6379/0] ...``
+
+The config file uses redis.conf syntax: one ``name value`` per line, ``#`` comments, names as the long
+options without the leading dashes (``port 6380``, ``redis-url redis://127.0.0.1:6379``). Every option can
+also come from the environment as ``REDISAI_<NAME>`` (``REDISAI_PORT=6380``, ``REDISAI_REDIS_URL=...``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+LOG_LEVELS = ("debug", "verbose", "notice", "warning", "info", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One setting: its long-option name, how to convert it, its default and its help line."""
+
+    name: str
+    convert: Callable[[str], Any]
+    default: Any
+    help: str
+
+    @property
+    def attr(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def env(self) -> str:
+        return "REDISAI_" + self.attr.upper()
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"must be >= 1, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise ValueError(f"port out of range: {value}")
+    return value
+
+
+def _log_level(text: str) -> str:
+    level = text.lower()
+    if level not in LOG_LEVELS:
+        raise ValueError(f"log level must be one of {', '.join(LOG_LEVELS)}")
+    return level
+
+
+def _store_url(text: str) -> str:
+    if text and not text.startswith(("redis://", "rediss://", "unix://")):
+        raise ValueError("redis-url must start with redis://, rediss:// or unix://")
+    return text
+
+
+def _text(text: str) -> str:
+    return text
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("bind", _text, "127.0.0.1",
+           "Addresses to listen on, space separated (like redis-server's bind); empty = no TCP."),
+    Option("port", _port, 6379, "TCP port to accept connections on; 0 = any free port (logged)."),
+    Option("unixsocket", _text, "", "Path of a unix socket to listen on as well (off when empty)."),
+    Option("redis-url", _store_url, "", "The Redis that holds every key: redis://, rediss:// or unix:// URL. "
+           "Empty (the default) starts an embedded in-process store."),
+    Option("requirepass", _text, "", "Password clients must AUTH with (off when empty)."),
+    Option("threads-per-queue", _positive_int, 1, "Worker threads per device queue (RedisAI THREADS_PER_QUEUE)."),
+    Option("log-level", _log_level, "notice", "debug, verbose, notice or warning (redis-server levels)."),
+    Option("tls-cert-file", _text, "", "Server certificate (PEM); with tls-key-file, clients must use TLS."),
+    Option("tls-key-file", _text, "", "Private key of tls-cert-file (PEM)."),
+    Option("tls-port", _port, 0, "Serve TLS on this port and plain TCP on --port; 0 = TLS on --port itself."),
+    Option("shutdown-timeout", float, 10.0, "Seconds to let in-flight commands finish on SIGTERM/SIGINT."),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The resolved settings of one server. Built once at start and passed down; never mutated."""
+
+    bind: str = "127.0.0.1"
+    port: int = 6379
+    unixsocket: str = ""
+    redis_url: str = ""
+    requirepass: str = ""
+    threads_per_queue: int = 1
+    log_level: str = "notice"
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    tls_port: int = 0
+    shutdown_timeout: float = 10.0
+
+    @property
+    def bind_addresses(self) -> list[str]:
+        return self.bind.split()
+
+    @property
+    def tls_enabled(self) -> bool:
+        return bool(self.tls_cert_file and self.tls_key_file)
+
+    def replace(self, **changes: Any) -> Config:
+        return dataclasses.replace(self, **changes)
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used; the CLI prints it and exits with status 1."""
+
+
+def _apply(values: dict[str, Any], name: str, raw: str, source: str) -> None:
+    option = next((o for o in OPTIONS if o.name == name.replace("_", "-").lower()), None)
+    if option is None:
+        raise ConfigError(f"{source}: unknown option '{name}'")
+    try:
+        values[option.attr] = option.convert(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: bad value for '{option.name}': {exc}") from exc
+
+
+def read_config_file(path: str, values: dict[str, Any]) -> None:
+    """Read redis.conf-style ``name value`` lines into ``values``."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.readlines()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    for number, line in enumerate(lines, start=1):
+        words = shlex.split(line, comments=True)
+        if not words:
+            continue
+        if len(words) == 1:
+            words.append("")
+        _apply(values, words[0], " ".join(words[1:]), f"{path}:{number}")
+
+
+def read_environment(environ: Mapping[str, str], values: dict[str, Any]) -> None:
+    for option in OPTIONS:
+        if option.env in environ:
+            _apply(values, option.name, environ[option.env], option.env)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="redisai-server",
+        description="A RedisAI-compatible inference server: RESP on the front, a real Redis behind.",
+        epilog="Examples:\n  redisai-server\n  redisai-server --port 7777\n"
+        "  redisai-server /etc/redisai/server.conf --log-level debug\n"
+        "  redisai-server --redis-url redis://127.0.0.1:6380/0 --requirepass secret\n"
+        "Every option can also be set as REDISAI_<NAME> in the environment (REDISAI_PORT=7777).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("config_file", nargs="?", help="redis.conf-style file of 'name value' lines")
+    parser.add_argument("--config", dest="config_opt", metavar="FILE", help="same as the positional config file")
+    for option in OPTIONS:
+        parser.add_argument(f"--{option.name}", dest=option.attr, metavar="VALUE", help=f"{option.help} "
+                            f"(default: {option.default!r}; env {option.env})")
+    return parser
+
+
+def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Config:
+    """Resolve the settings for ``argv`` (without the program name)."""
+    args = build_parser().parse_args(list(argv))
+    values: dict[str, Any] = {}
+    for path in (args.config_file, args.config_opt):
+        if path:
+            read_config_file(path, values)
+    read_environment(os.environ if environ is None else environ, values)
+    for option in OPTIONS:
+        raw = getattr(args, option.attr)
+        if raw is not None:
+            _apply(values, option.name, raw, f"--{option.name}")
+    config = Config(**values)
+    if bool(config.tls_cert_file) != bool(config.tls_key_file):
+        raise ConfigError("tls-cert-file and tls-key-file must be given together")
+    return config

@@ -1,0 +1,317 @@
+"""One client connection: bytes in → commands → replies out, in order.
+
+Ordering and pipelining. Every parsed command gets a ``ReplySlot`` appended to ``self.slots``; replies are
+written from the head of that queue only, so pipelined replies always leave in command order. Commands
+relayed to the backing store are sent at once, back to back, over the client's own store session (one
+round trip for a whole pipeline). A command whose handler ``waits`` (it reads the store through the
+keyspace or runs work on a device queue) starts only when no relayed reply is outstanding, and nothing
+after it starts until it is done: its effects and replies are ordered with the relayed ones around it.
+
+Backpressure. More than ``HIGH_WATER`` parsed commands waiting, or the transport's write buffer full →
+stop reading from the socket until the backlog drains.
+
+Errors. An ``AIError`` becomes ``-<text>``; any other exception is logged and answered as an internal
+error; neither closes the connection. A ``ProtocolError`` is answered after every earlier reply and then
+the connection is closed, as Redis does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from backends import errors as msgs
+from backends.errors import AIError, ProtocolError, wrong_arity
+from server.commands.spec import RELAY, CommandSpec, RelayThen
+from server.commands.table import NO_AUTH_COMMANDS
+from server.context import ServerContext, StoreSession
+from server.keyspace import Keyspace
+from server.resp import RequestParser, encode
+from server.slots import SUBSCRIBE_COMMANDS, ReplySlot, SessionSink
+
+log = logging.getLogger("redisai.connection")
+
+HIGH_WATER = 1024
+LOW_WATER = 128
+
+
+@dataclass(slots=True)
+class ClientState:
+    """What CLIENT LIST shows and what commands change about one connection."""
+
+    id: int
+    addr: str
+    laddr: str
+    fd: int
+    authenticated: bool
+    name: str = ""
+    lib_name: str = ""
+    lib_ver: str = ""
+    proto: int = 2
+    db: int = 0
+    in_multi: bool = False
+    used_pubsub: bool = False
+    created: float = field(default_factory=time.monotonic)
+    last_active: float = field(default_factory=time.monotonic)
+    last_command: str = "NULL"
+
+
+def _format_peer(info: Any) -> str:
+    if isinstance(info, tuple) and len(info) >= 2:
+        host, port = info[0], info[1]
+        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+    return f"{info or '/unixsocket'}:0"
+
+
+class ClientConnection(asyncio.Protocol, SessionSink):
+    """The asyncio protocol of one client (RESP2/RESP3, TCP, TLS or unix socket)."""
+
+    def __init__(self, ctx: ServerContext) -> None:
+        self.ctx = ctx
+        self.parser = RequestParser(ctx.limits)
+        self.slots: deque[ReplySlot] = deque()
+        self.backlog: deque[list[bytes] | ProtocolError] = deque()
+        self.session: StoreSession | None = None
+        self.transport: asyncio.Transport | None = None
+        self.state = ClientState(0, "", "", -1, True)
+        self._task: asyncio.Task[None] | None = None
+        self._close_after_reply = False
+        self._reading_paused = False
+        self._writing_paused = False
+        self._closed = False
+        self._executing = False
+
+    # --- asyncio.Protocol ---------------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        sock = transport.get_extra_info("socket")
+        self.state = ClientState(
+            id=self.ctx.next_client_id(),
+            addr=_format_peer(transport.get_extra_info("peername")),
+            laddr=_format_peer(transport.get_extra_info("sockname")),
+            fd=sock.fileno() if sock is not None else -1,
+            authenticated=not self.ctx.config.requirepass,
+        )
+        self.ctx.stats.connections_received += 1
+        if self.ctx.shutting_down:
+            self.ctx.stats.rejected_connections += 1
+            self.transport.write(encode(AIError(msgs.SHUTTING_DOWN_MSG)))
+            self.transport.close()
+            return
+        self.ctx.clients[self.state.id] = self
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed or self._close_after_reply:
+            return
+        try:
+            self.parser.feed(data)
+            while (argv := self.parser.next_command()) is not None:
+                self.backlog.append(argv)
+        except ProtocolError as exc:
+            self.backlog.append(exc)
+            self._pause_reading()
+        self.state.last_active = time.monotonic()
+        self._pump()
+        self._write_ready()
+        if len(self.backlog) > HIGH_WATER:
+            self._pause_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self.ctx.clients.pop(self.state.id, None)
+        self.backlog.clear()
+        if self.session is not None:
+            self.session.close()
+        if self._task is not None:
+            self._task.cancel()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._pump()
+        self._write_ready()
+
+    # --- SessionSink --------------------------------------------------------------------------------------------
+
+    def push(self, data: bytes) -> None:
+        if not self._closed and self.transport is not None:
+            self.transport.write(data)
+
+    def flush(self) -> None:
+        self._write_ready()
+        if self.backlog:
+            self._pump()
+            self._write_ready()
+
+    # --- what handlers may use ----------------------------------------------------------------------------------
+
+    def keyspace(self) -> Keyspace:
+        """The store's keys in the database this client selected."""
+        return self.ctx.keyspace(self.state.db)
+
+    def set_protocol(self, proto: int) -> None:
+        self.state.proto = proto
+        if self.session is not None:
+            self.session.set_protocol(proto)
+
+    def close_after_reply(self) -> None:
+        self._close_after_reply = True
+
+    def relays_everything(self) -> bool:
+        """Inside MULTI or once subscribed, the store must see even PING so it can queue or shape the reply."""
+        return self.state.in_multi or self.state.used_pubsub
+
+    def kill(self) -> None:
+        """CLIENT KILL: close now; a client that kills itself still gets its reply first."""
+        if self._executing:
+            self._close_after_reply = True
+        elif self.transport is not None:
+            self.transport.close()
+
+    def describe(self) -> str:
+        """One CLIENT LIST line."""
+        state, now = self.state, time.monotonic()
+        flags = ("x" if state.in_multi else "") + ("P" if state.used_pubsub else "") or "N"
+        return (f"id={state.id} addr={state.addr} laddr={state.laddr} fd={state.fd} name={state.name} "
+                f"age={int(now - state.created)} idle={int(now - state.last_active)} flags={flags} db={state.db} "
+                f"multi={0 if state.in_multi else -1} qbuf={self.parser.buffered()} cmd={state.last_command} "
+                f"user=default resp={state.proto} lib-name={state.lib_name} lib-ver={state.lib_ver}")
+
+    # --- the command pump ---------------------------------------------------------------------------------------
+
+    def _pump(self) -> None:
+        """Start every command that may start now, in order."""
+        while self.backlog and self._task is None and not self._close_after_reply and not self._writing_paused:
+            item = self.backlog[0]
+            if isinstance(item, ProtocolError):
+                self.backlog.clear()
+                self.ctx.stats.protocol_errors += 1
+                self._new_slot().fill(encode(item, self.state.proto))
+                self._close_after_reply = True
+                break
+            spec = self.ctx.commands.get(item[0].upper().decode(errors="replace")) if item else None
+            if spec is not None and spec.waits and self._relay_pending():
+                break
+            self.backlog.popleft()
+            self._execute(item, spec)
+        if self._reading_paused and len(self.backlog) < LOW_WATER and not self._close_after_reply:
+            self._reading_paused = False
+            if self.transport is not None:
+                self.transport.resume_reading()
+
+    def _relay_pending(self) -> bool:
+        return any(not slot.done for slot in self.slots)
+
+    def _new_slot(self) -> ReplySlot:
+        slot = ReplySlot()
+        self.slots.append(slot)
+        return slot
+
+    def _execute(self, argv: list[bytes], spec: CommandSpec | None) -> None:
+        slot = self._new_slot()
+        self.ctx.stats.commands_processed += 1
+        self.state.last_command = argv[0].decode(errors="replace").lower()
+        self._executing = True
+        try:
+            outcome = self._dispatch(argv, spec)
+        except AIError as exc:
+            slot.fill(encode(exc, self.state.proto))
+            return
+        except Exception as exc:  # a bug must cost one error reply, never the connection
+            log.exception("command %r failed", argv[:1])
+            slot.fill(encode(AIError(msgs.INTERNAL_MSG.format(detail=type(exc).__name__)), self.state.proto))
+            return
+        finally:
+            self._executing = False
+        if outcome is RELAY:
+            self._relay_safely(argv, slot)
+        elif isinstance(outcome, RelayThen):
+            slot.transform = outcome.transform
+            self._relay_safely(outcome.argv or argv, slot)
+        elif asyncio.iscoroutine(outcome):
+            self._task = asyncio.get_running_loop().create_task(self._finish(outcome, argv, slot))
+        else:
+            slot.fill(encode(outcome, self.state.proto))
+
+    def _dispatch(self, argv: list[bytes], spec: CommandSpec | None) -> Any:
+        if not self.state.authenticated and (spec is None or spec.name not in NO_AUTH_COMMANDS):
+            raise AIError(msgs.NOAUTH_MSG)
+        if spec is None:
+            self._track_relayed(argv[0].lower())
+            return RELAY
+        if not spec.arity_ok(len(argv)):
+            raise wrong_arity(argv[0].decode(errors="replace"))
+        if self.state.in_multi and spec.name not in ("QUIT", "RESET"):
+            return RELAY
+        return spec.handler(self, argv)
+
+    def _track_relayed(self, name: bytes) -> None:
+        if name == b"multi":
+            self.state.in_multi = True
+        elif name in (b"exec", b"discard"):
+            self.state.in_multi = False
+        elif name in SUBSCRIBE_COMMANDS:
+            self.state.used_pubsub = True
+
+    def _relay_safely(self, argv: list[bytes], slot: ReplySlot) -> None:
+        try:
+            self._relay(argv, slot)
+        except Exception as exc:
+            log.exception("relaying %r failed", argv[:1])
+            slot.fill(encode(AIError(msgs.INTERNAL_MSG.format(detail=type(exc).__name__)), self.state.proto))
+
+    def _relay(self, argv: list[bytes], slot: ReplySlot) -> None:
+        if self.session is None:
+            self.session = self.ctx.store.open_session(self)
+            if self.state.proto != 2:
+                self.session.set_protocol(self.state.proto)
+        self.session.send(argv, slot)
+
+    async def _finish(self, outcome: Coroutine[Any, Any, Any], argv: list[bytes], slot: ReplySlot) -> None:
+        """Await a waiting handler, fill its slot, and let the pump go on."""
+        relay = False
+        try:
+            reply = await outcome
+            relay = reply is RELAY
+            data = b"" if relay else encode(reply, self.state.proto)
+        except AIError as exc:
+            data = encode(exc, self.state.proto)
+        except Exception as exc:
+            log.exception("command %r failed", argv[:1])
+            data = encode(AIError(msgs.INTERNAL_MSG.format(detail=type(exc).__name__)), self.state.proto)
+        self._task = None
+        if self._closed:
+            return
+        if relay:
+            self._relay_safely(argv, slot)
+        else:
+            slot.fill(data)
+        self.flush()
+
+    def _write_ready(self) -> None:
+        if self.transport is None or self._closed:
+            return
+        out: list[bytes] = []
+        while self.slots and self.slots[0].done:
+            out.append(self.slots.popleft().output())
+        if out:
+            self.transport.write(b"".join(out))
+        if self._close_after_reply and not self.slots and self._task is None:
+            self.transport.close()
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self.transport is not None:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def idle(self) -> bool:
+        """Nothing in flight: no unanswered command and no running handler (used by graceful shutdown)."""
+        return not self.slots and self._task is None and not self.backlog

@@ -1,0 +1,76 @@
+"""The one async interface the AI commands use to read and write keys, over either store.
+
+Reads are batched into one round trip (``read_many``); writes of several keys are atomic
+(``write_atomic``: MULTI … EXEC in one round trip). Replies are Python values; an error reply is an
+``AIError`` value in ``pipeline`` results and is raised by ``call``. Runs on the event-loop thread only:
+worker threads hand their store requests to the loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from backends.errors import AIError
+
+Arg = bytes | str | int | float | memoryview
+
+
+class StoreLink(Protocol):
+    """One pipelined channel to one database of the backing store."""
+
+    async def pipeline(self, commands: list[list[bytes]]) -> list[Any]: ...
+
+
+def to_argv(args: Sequence[Arg]) -> list[bytes]:
+    out: list[bytes] = []
+    for arg in args:
+        if isinstance(arg, bytes):
+            out.append(arg)
+        elif isinstance(arg, str):
+            out.append(arg.encode())
+        elif isinstance(arg, memoryview):
+            out.append(arg.tobytes())
+        elif isinstance(arg, (int, float)):
+            out.append(repr(arg).encode())
+        else:
+            raise TypeError(f"cannot send {type(arg).__name__} to the store")
+    return out
+
+
+class Keyspace:
+    """Keys of one database of the backing store, as the AI commands see them."""
+
+    def __init__(self, link: StoreLink, db: int) -> None:
+        self._link = link
+        self.db = db
+
+    async def call(self, *args: Arg) -> Any:
+        """Run one command; an error reply is raised as ``AIError`` with the store's exact text."""
+        (reply,) = await self._link.pipeline([to_argv(args)])
+        if isinstance(reply, AIError):
+            raise reply
+        return reply
+
+    async def pipeline(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
+        """Run several commands in one round trip; error replies come back as ``AIError`` values."""
+        if not commands:
+            return []
+        return await self._link.pipeline([to_argv(c) for c in commands])
+
+    async def read_many(self, keys: Sequence[bytes]) -> list[Any]:
+        """GET each key in one round trip: bytes, None when missing, or the WRONGTYPE error value."""
+        return await self.pipeline([(b"GET", key) for key in keys])
+
+    async def write_atomic(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
+        """Run ``commands`` as one MULTI/EXEC transaction in one round trip; return EXEC's replies."""
+        if not commands:
+            return []
+        replies = await self.pipeline([(b"MULTI",), *commands, (b"EXEC",)])
+        result = replies[-1]
+        if isinstance(result, AIError):
+            raise result
+        queued_errors = [r for r in replies[1:-1] if isinstance(r, AIError)]
+        if result is None or queued_errors:
+            raise queued_errors[0] if queued_errors else AIError("ERR transaction aborted")
+        return list(result)

@@ -1,0 +1,69 @@
+"""Reply slots: how a connection keeps replies in command order while some are answered later.
+
+Every command a client sends gets one ``ReplySlot`` in the connection's queue. Local commands fill it at
+once; commands relayed to the backing store are filled when the store's reply frames arrive; AI commands
+are filled when their run finishes. The connection writes filled slots from the head only, so pipelined
+replies go out in order whatever finishes first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True, eq=False)
+class ReplySlot:
+    """The reply of one command: ``frames_left`` more frames are awaited; ``chunks`` holds the encoded bytes."""
+
+    frames_left: int = 1
+    chunks: list[bytes] = field(default_factory=list)
+    transform: Callable[[bytes], bytes] | None = None
+
+    def output(self) -> bytes:
+        """The bytes to write, after the optional rewrite of a relayed reply (COMMAND merges ours in)."""
+        data = b"".join(self.chunks)
+        if self.transform is None:
+            return data
+        try:
+            return self.transform(data)
+        except Exception as exc:  # a reply we could not merge must not take the connection down
+            return b"-ERR internal error: cannot merge the store's reply (" + type(exc).__name__.encode() + b")\r\n"
+
+    @property
+    def done(self) -> bool:
+        return self.frames_left <= 0
+
+    def add_frame(self, data: bytes) -> None:
+        self.chunks.append(data)
+        self.frames_left -= 1
+
+    def fill(self, data: bytes) -> None:
+        """Complete the slot with its whole reply at once."""
+        self.chunks.append(data)
+        self.frames_left = 0
+
+    def finish(self) -> None:
+        """Complete the slot with whatever arrived (a command that sends fewer replies than expected)."""
+        self.frames_left = 0
+
+
+class SessionSink:
+    """What a store session reports to its client connection (implemented by the connection)."""
+
+    def push(self, data: bytes) -> None:
+        """An out-of-band frame (pub/sub message, RESP3 push, MONITOR line): write it now."""
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        """Some slots were filled: write what is ready."""
+        raise NotImplementedError
+
+
+SUBSCRIBE_COMMANDS = frozenset({b"subscribe", b"psubscribe", b"ssubscribe"})
+UNSUBSCRIBE_COMMANDS = frozenset({b"unsubscribe", b"punsubscribe", b"sunsubscribe"})
+PUBSUB_COMMANDS = SUBSCRIBE_COMMANDS | UNSUBSCRIBE_COMMANDS
+BLOCKING_COMMANDS = frozenset(
+    {b"blpop", b"brpop", b"brpoplpush", b"blmove", b"blmpop", b"bzpopmin", b"bzpopmax", b"bzmpop", b"wait",
+     b"waitaof"}
+)

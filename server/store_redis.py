@@ -1,0 +1,381 @@
+"""A real Redis as the backing store (``--redis-url redis://…``, ``rediss://…`` or ``unix://…``).
+
+Each client connection relays its non-AI commands over its own upstream connection (opened on first
+use), so SELECT, MULTI/WATCH, SUBSCRIBE, blocking commands and CLIENT TRACKING behave exactly as Redis
+makes them behave, and replies are relayed byte for byte. The keyspace uses one shared, pipelined
+connection per database for the AI commands' reads and writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import hiredis
+
+from backends import errors as msgs
+from backends.errors import AIError
+from server.resp import ReplyFramer
+from server.slots import PUBSUB_COMMANDS, SUBSCRIBE_COMMANDS, ReplySlot, SessionSink
+
+_NEED_MORE = object()
+
+
+def pack_command(argv: list[bytes]) -> bytes:
+    parts = [b"*%d\r\n" % len(argv)]
+    for arg in argv:
+        parts.append(b"$%d\r\n" % len(arg))
+        parts.append(arg)
+        parts.append(b"\r\n")
+    return b"".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreAddress:
+    """Where the backing Redis is and how to log in; parsed from ``--redis-url``."""
+
+    host: str = "127.0.0.1"
+    port: int = 6379
+    path: str = ""
+    use_tls: bool = False
+    username: str = ""
+    password: str = ""
+    db: int = 0
+
+    def describe(self) -> str:
+        return f"unix:{self.path}" if self.path else f"{'rediss' if self.use_tls else 'redis'}://{self.host}:{self.port}"
+
+
+def parse_store_url(url: str) -> StoreAddress:
+    parts = urlsplit(url)
+    query = parse_qs(parts.query)
+    if parts.scheme == "unix":
+        db_text = query.get("db", ["0"])[0]
+    else:
+        db_text = query.get("db", [""])[0] or parts.path.lstrip("/")
+    db = int(db_text) if db_text else 0
+    common = {"username": unquote(parts.username or ""), "password": unquote(parts.password or ""), "db": db}
+    if parts.scheme == "unix":
+        return StoreAddress(path=parts.path, **common)  # type: ignore[arg-type]
+    return StoreAddress(host=parts.hostname or "127.0.0.1", port=parts.port or 6379, use_tls=parts.scheme == "rediss",
+                        **common)  # type: ignore[arg-type]
+
+
+class FrameReader:
+    """Raw frames, for relaying."""
+
+    def __init__(self) -> None:
+        self._framer = ReplyFramer()
+
+    def feed(self, data: bytes) -> None:
+        self._framer.feed(data)
+
+    def next(self) -> Any:
+        frame = self._framer.next_frame()
+        return _NEED_MORE if frame is None else frame
+
+
+class ValueReader:
+    """Decoded values (hiredis), for the keyspace; error replies become AIError values with their exact text."""
+
+    def __init__(self) -> None:
+        self._reader = hiredis.Reader(notEnoughData=_NEED_MORE, replyError=AIError)
+
+    def feed(self, data: bytes) -> None:
+        self._reader.feed(data)
+
+    def next(self) -> Any:
+        return self._reader.gets()
+
+
+class UpstreamProtocol(asyncio.Protocol):
+    """One TCP/unix connection to the backing Redis; hands every reply (frame or value) to ``on_reply``."""
+
+    def __init__(self, reader: FrameReader | ValueReader, on_reply: Callable[[Any], None],
+                 on_batch_end: Callable[[], None], on_lost: Callable[[Exception | None], None]) -> None:
+        self._reader = reader
+        self.on_reply = on_reply
+        self._on_batch_end = on_batch_end
+        self._on_lost = on_lost
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self._reader.feed(data)
+        while (reply := self._reader.next()) is not _NEED_MORE:
+            self.on_reply(reply)
+        self._on_batch_end()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self._on_lost(exc)
+
+    def write(self, data: bytes) -> None:
+        if self.transport is not None:
+            self.transport.write(data)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+async def open_upstream(address: StoreAddress, reader: FrameReader | ValueReader, db: int,
+                        on_lost: Callable[[Exception | None], None]) -> UpstreamProtocol:
+    """Connect, log in and select ``db``; the returned protocol's ``on_reply`` is then the caller's to set."""
+    loop = asyncio.get_running_loop()
+    handshake: deque[asyncio.Future[Any]] = deque()
+
+    def answer(reply: Any) -> None:
+        if handshake:
+            handshake.popleft().set_result(reply)
+
+    def factory() -> UpstreamProtocol:
+        return UpstreamProtocol(reader, answer, lambda: None, on_lost)
+
+    if address.path:
+        _, protocol = await loop.create_unix_connection(factory, address.path)
+    else:
+        context = ssl.create_default_context() if address.use_tls else None
+        _, protocol = await loop.create_connection(factory, address.host, address.port, ssl=context)
+    commands: list[list[bytes]] = []
+    if address.password:
+        user = [address.username.encode()] if address.username else []
+        commands.append([b"AUTH", *user, address.password.encode()])
+    if db:
+        commands.append([b"SELECT", str(db).encode()])
+    for argv in commands:
+        future: asyncio.Future[Any] = loop.create_future()
+        handshake.append(future)
+        protocol.write(pack_command(argv))
+        reply = await future
+        if isinstance(reply, AIError) or (isinstance(reply, bytes) and reply.startswith(b"-")):
+            protocol.close()
+            raise ConnectionError(f"{argv[0].decode()} failed: {reply!r}")
+    return protocol
+
+
+class RedisSession:
+    """A client's own upstream connection; classifies frames into replies (to slots) and pushes."""
+
+    def __init__(self, address: StoreAddress, sink: SessionSink) -> None:
+        self._address = address
+        self._sink = sink
+        self._proto = 2
+        self._db = address.db
+        self._fifo: deque[ReplySlot] = deque()
+        self._outbox: list[bytes] = []
+        self._upstream: UpstreamProtocol | None = None
+        self._connecting: asyncio.Task[None] | None = None
+        self._subscriptions: dict[bytes, set[bytes]] = {b"": set(), b"p": set(), b"s": set()}
+        self._sub_count = 0
+        self._in_multi = False
+        self._closed = False
+
+    def send(self, argv: list[bytes], slot: ReplySlot) -> None:
+        slot.frames_left = self._expected_frames(argv)
+        self._track_command(argv)
+        if slot.frames_left > 0:
+            self._fifo.append(slot)
+        self._write(pack_command(argv))
+
+    def set_protocol(self, proto: int) -> None:
+        self._proto = proto
+        self._fifo.append(ReplySlot())  # the HELLO reply is ours to drop; the client got our own
+        self._write(pack_command([b"HELLO", str(proto).encode()]))
+
+    def _write(self, payload: bytes) -> None:
+        if self._upstream is not None:
+            self._upstream.write(payload)
+            return
+        self._outbox.append(payload)
+        if self._connecting is None:
+            self._connecting = asyncio.get_running_loop().create_task(self._connect())
+
+    async def _connect(self) -> None:
+        try:
+            upstream = await open_upstream(self._address, FrameReader(), self._address.db, self._on_lost)
+        except (OSError, ConnectionError) as exc:
+            self._fail_all(str(exc))
+            return
+        finally:
+            self._connecting = None
+        if self._closed:
+            upstream.close()
+            return
+        upstream.on_reply = self._on_frame
+        upstream._on_batch_end = self._sink.flush
+        self._upstream = upstream
+        outbox, self._outbox = self._outbox, []
+        upstream.write(b"".join(outbox))
+
+    def _on_lost(self, exc: Exception | None) -> None:
+        self._upstream = None
+        if not self._closed:
+            self._fail_all(str(exc) if exc else "connection closed")
+
+    def _fail_all(self, detail: str) -> None:
+        error = b"-" + msgs.UPSTREAM_DOWN_MSG.format(detail=detail).replace("\r\n", " ").encode() + b"\r\n"
+        while self._fifo:
+            slot = self._fifo.popleft()
+            slot.fill(error)
+        self._outbox.clear()
+        self._sink.flush()
+
+    def _expected_frames(self, argv: list[bytes]) -> int:
+        name = argv[0].lower()
+        if (self._in_multi and name not in (b"exec", b"discard")) or name not in PUBSUB_COMMANDS:
+            return 1
+        if len(argv) > 1:
+            return 0 if self._proto == 3 else len(argv) - 1
+        if name in SUBSCRIBE_COMMANDS:
+            return 1  # an arity error
+        return 0 if self._proto == 3 else max(1, len(self._subscriptions[name[:-11]]))
+
+    def _track_command(self, argv: list[bytes]) -> None:
+        name = argv[0].lower()
+        if name == b"multi":
+            self._in_multi = True
+        elif name in (b"exec", b"discard", b"reset"):
+            self._in_multi = False
+
+    def _on_frame(self, frame: bytes) -> None:
+        if frame[:1] == b">":
+            self._track_subscription(frame)
+            self._sink.push(frame)
+            return
+        if self._proto == 2 and frame[:1] == b"*":
+            if self._sub_count and _is_message(frame):
+                self._sink.push(frame)
+                return
+            self._track_subscription(frame)
+        if self._fifo:
+            slot = self._fifo[0]
+            slot.add_frame(frame)
+            if slot.done:
+                self._fifo.popleft()
+        else:
+            self._sink.push(frame)  # MONITOR lines and anything else unsolicited
+
+    def _track_subscription(self, frame: bytes) -> None:
+        if b"subscribe\r\n" not in frame[:24]:
+            return
+        reader = hiredis.Reader()
+        reader.feed(frame)
+        value = reader.gets()
+        if not isinstance(value, list) or len(value) != 3 or not isinstance(value[2], int):
+            return
+        kind, channel, count = value
+        if not isinstance(kind, bytes) or not kind.endswith(b"subscribe"):
+            return
+        prefix = kind[:1] if kind[:1] in (b"p", b"s") else b""
+        target = self._subscriptions[prefix]
+        if kind.startswith(prefix + b"un"):
+            target.discard(channel)
+        else:
+            target.add(channel)
+        self._sub_count = count
+
+    def close(self) -> None:
+        self._closed = True
+        if self._upstream is not None:
+            self._upstream.close()
+        if self._connecting is not None:
+            self._connecting.cancel()
+
+
+def _is_message(frame: bytes) -> bool:
+    return frame.startswith((b"*3\r\n$7\r\nmessage\r\n", b"*4\r\n$8\r\npmessage\r\n", b"*3\r\n$8\r\nsmessage\r\n"))
+
+
+class RedisLink:
+    """The keyspace's pipelined connection to one database: many requests in flight, replies in order."""
+
+    def __init__(self, address: StoreAddress, db: int) -> None:
+        self._address = address
+        self._db = db
+        self._pending: deque[asyncio.Future[Any]] = deque()
+        self._upstream: UpstreamProtocol | None = None
+        self._lock = asyncio.Lock()
+
+    async def _ensure(self) -> UpstreamProtocol:
+        if self._upstream is not None:
+            return self._upstream
+        async with self._lock:
+            if self._upstream is None:
+                upstream = await open_upstream(self._address, ValueReader(), self._db, self._on_lost)
+                upstream.on_reply = self._on_reply
+                self._upstream = upstream
+        return self._upstream
+
+    async def pipeline(self, commands: list[list[bytes]]) -> list[Any]:
+        try:
+            upstream = await self._ensure()
+        except (OSError, ConnectionError) as exc:
+            raise AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc)) from exc
+        loop = asyncio.get_running_loop()
+        futures = [loop.create_future() for _ in commands]
+        self._pending.extend(futures)
+        upstream.write(b"".join(pack_command(argv) for argv in commands))
+        return list(await asyncio.gather(*futures))
+
+    def _on_reply(self, reply: Any) -> None:
+        if self._pending:
+            future = self._pending.popleft()
+            if not future.done():
+                future.set_result(reply)
+
+    def _on_lost(self, exc: Exception | None) -> None:
+        self._upstream = None
+        error = AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc or "connection closed"))
+        while self._pending:
+            future = self._pending.popleft()
+            if not future.done():
+                future.set_exception(error)
+
+    def close(self) -> None:
+        if self._upstream is not None:
+            self._upstream.close()
+
+
+class RedisStore:
+    """A real Redis behind the server."""
+
+    kind = "redis"
+
+    def __init__(self, url: str) -> None:
+        self.address = parse_store_url(url)
+        self._links: dict[int, RedisLink] = {}
+
+    async def start(self) -> None:
+        """Fail fast at start when the store cannot be reached or refuses our login."""
+        await self.link(self.address.db).pipeline([[b"PING"]])
+
+    def open_session(self, sink: SessionSink) -> RedisSession:
+        return RedisSession(self.address, sink)
+
+    def link(self, db: int) -> RedisLink:
+        if db not in self._links:
+            self._links[db] = RedisLink(self.address, db)
+        return self._links[db]
+
+    async def close(self) -> None:
+        for link in self._links.values():
+            link.close()
+        self._links.clear()
+
+    def describe(self) -> str:
+        return self.address.describe()
+
+    async def info(self, sections: list[str]) -> str:
+        """The store's own INFO sections (keyspace, memory, persistence, ...)."""
+        (reply,) = await self.link(self.address.db).pipeline([[b"INFO", *(s.encode() for s in sections)]])
+        if isinstance(reply, AIError):
+            raise reply
+        return reply.decode(errors="replace") if isinstance(reply, bytes) else str(reply)

@@ -1,0 +1,53 @@
+"""Fixtures: every integration test runs once on the embedded store and once on a real redis-server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from server.config import Config
+from tests.support import RunningServer, ci, redis_server_process, running_server
+
+
+@pytest.fixture(scope="session")
+def real_redis_url() -> Iterator[str]:
+    """The real Redis: CI's (REDISAI_TEST_REDIS_URL), else one the tests start themselves."""
+    url = os.environ.get("REDISAI_TEST_REDIS_URL")
+    if url:
+        yield url
+        return
+    if shutil.which("redis-server") is None:
+        if ci():
+            pytest.fail("CI must provide redis-server (apt-get install redis-server)")
+        pytest.skip("redis-server is not installed here; CI installs it")
+    with redis_server_process() as started:
+        yield started
+
+
+@pytest.fixture(params=["embedded", "redis"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """'' for the embedded store, or the URL of a real, freshly flushed redis-server."""
+    if request.param == "embedded":
+        return ""
+    url: str = request.getfixturevalue("real_redis_url")
+    direct = redis.Redis.from_url(url)
+    direct.flushall()
+    direct.close()
+    return url
+
+
+@pytest.fixture
+def server(store_url: str) -> Iterator[RunningServer]:
+    with running_server(Config(port=0, redis_url=store_url, shutdown_timeout=2.0)) as running:
+        yield running
+
+
+@pytest.fixture
+def client(server: RunningServer) -> Iterator[redis.Redis]:
+    conn = server.client()
+    yield conn
+    conn.close()

@@ -1,0 +1,99 @@
+"""The real command line: redisai-server as a process, redis-cli against it, SIGTERM with work in flight."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+import redis
+
+from tests.support import free_port, wait_for_port
+
+
+@contextmanager
+def server_process(*args: str, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen([sys.executable, "-m", "server", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env={**os.environ, **(env or {})})
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_help_lists_the_options() -> None:
+    out = subprocess.run([sys.executable, "-m", "server", "--help"], capture_output=True, text=True, check=True)
+    for option in ("--bind", "--port", "--unixsocket", "--redis-url", "--requirepass", "--threads-per-queue",
+                   "--log-level", "--tls-cert-file", "--tls-key-file"):
+        assert option in out.stdout
+
+
+def test_bad_option_value_exits_with_an_error() -> None:
+    out = subprocess.run([sys.executable, "-m", "server", "--redis-url", "http://x"], capture_output=True, text=True)
+    assert out.returncode == 1
+    assert "redis-url" in out.stderr
+
+
+@pytest.mark.parametrize("store", ["embedded", "redis"])
+def test_redis_cli_against_the_process(store: str, request: pytest.FixtureRequest) -> None:
+    if shutil.which("redis-cli") is None:
+        pytest.fail("redis-cli is required (Debian package redis-server / redis-tools)")
+    port = free_port()
+    extra = ["--redis-url", request.getfixturevalue("real_redis_url")] if store == "redis" else []
+    with server_process("--port", str(port), *extra):
+        wait_for_port(port)
+        cli = ["redis-cli", "-p", str(port)]
+        assert subprocess.run([*cli, "SET", "greeting", "hello world"], capture_output=True, text=True).stdout == "OK\n"
+        assert subprocess.run([*cli, "GET", "greeting"], capture_output=True, text=True).stdout == "hello world\n"
+        assert subprocess.run([*cli, "-3", "HGETALL", "nothing"], capture_output=True, text=True).stdout.strip() in (
+            "(empty hash)", "")
+        piped = subprocess.run(cli, input="PING\nINCR counter\nINCR counter\n", capture_output=True, text=True)
+        assert piped.stdout.split() == ["PONG", "1", "2"]
+
+
+def test_config_file_and_environment(tmp_path: pytest.TempPathFactory) -> None:
+    port, env_port = free_port(), free_port()
+    conf = tmp_path / "server.conf"  # type: ignore[operator]
+    conf.write_text(f"# a comment\nport {port}\nrequirepass fromfile\n")
+    with server_process(str(conf)):
+        wait_for_port(port)
+        assert redis.Redis(port=port, password="fromfile").ping() is True
+    with server_process(str(conf), env={"REDISAI_PORT": str(env_port)}):
+        wait_for_port(env_port)
+        assert redis.Redis(port=env_port, password="fromfile").ping() is True
+
+
+def test_unix_socket(tmp_path: pytest.TempPathFactory) -> None:
+    path = str(tmp_path / "redisai.sock")  # type: ignore[operator]
+    with server_process("--port", str(free_port()), "--unixsocket", path) as proc:
+        deadline = time.monotonic() + 10
+        while not os.path.exists(path) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        conn = redis.Redis(unix_socket_path=path)
+        assert conn.set("via-unix", "1") is True
+        assert conn.get("via-unix") == b"1"
+
+
+def test_sigterm_finishes_in_flight_commands_then_exits() -> None:
+    port = free_port()
+    with server_process("--port", str(port), "--shutdown-timeout", "5") as proc:
+        wait_for_port(port)
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.sendall(b"BLPOP nothing 1\r\n")
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        sock.settimeout(5)
+        assert sock.recv(100) == b"*-1\r\n"
+        assert proc.wait(10) == 0

@@ -1,0 +1,105 @@
+"""Commands we answer ourselves: AUTH, HELLO, PING, ECHO, QUIT, CLIENT, COMMAND, INFO."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from server.config import Config
+from tests.support import RunningServer, running_server
+
+
+def test_ping_echo_quit_raw(server: RunningServer) -> None:
+    raw = server.raw()
+    expected = b"+PONG\r\n$2\r\nhi\r\n$3\r\nabc\r\n+OK\r\n"
+    assert raw.call(b"PING\r\nPING hi\r\n*2\r\n$4\r\nECHO\r\n$3\r\nabc\r\nQUIT\r\n", expected) == expected
+    assert raw.closed_by_peer()
+
+
+def test_wrong_arity_echoes_the_name_as_typed(server: RunningServer) -> None:
+    raw = server.raw()
+    expected = b"-ERR wrong number of arguments for 'eChO' command\r\n"
+    assert raw.call(b"eChO\r\n", expected) == expected
+    assert raw.call(b"PING\r\n", b"+PONG\r\n") == b"+PONG\r\n"
+
+
+def test_auth_gate() -> None:
+    with running_server(Config(port=0, requirepass="s3cret")) as running:
+        raw = running.raw()
+        noauth = b"-NOAUTH Authentication required.\r\n"
+        assert raw.call(b"GET x\r\n", noauth) == noauth
+        wrong = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+        assert raw.call(b"AUTH nope\r\n", wrong) == wrong
+        assert raw.call(b"AUTH s3cret\r\nPING\r\n", b"+OK\r\n+PONG\r\n") == b"+OK\r\n+PONG\r\n"
+        conn = running.client(password="s3cret")
+        assert conn.set("a", "1") is True
+        resp3 = redis.Redis(port=running.port, protocol=3, username="default", password="s3cret")
+        assert resp3.get("a") == b"1"
+        with pytest.raises(redis.AuthenticationError):
+            running.client(password="bad").ping()
+
+
+def test_auth_without_password_configured(server: RunningServer) -> None:
+    with pytest.raises(redis.AuthenticationError, match="without any password configured"):
+        server.client().execute_command("AUTH", "x")
+
+
+def test_hello_switches_protocol_and_sets_name(server: RunningServer) -> None:
+    conn = server.client()
+    reply = conn.execute_command("HELLO", "3", "SETNAME", "worker-1")
+    assert reply[b"proto"] == 3 if isinstance(reply, dict) else 3 in reply
+    assert conn.client_getname() == "worker-1" or conn.client_getname() == b"worker-1"
+    with pytest.raises(redis.ResponseError, match="NOPROTO"):
+        conn.execute_command("HELLO", "4")
+
+
+def test_client_subcommands(server: RunningServer) -> None:
+    one, two = server.client(), server.client()
+    one.client_setname("first")
+    assert one.client_getname() in ("first", b"first")
+    one.execute_command("CLIENT", "SETINFO", "LIB-NAME", "mylib")
+    id_two = two.client_id()
+    listing = one.client_list()
+    names = {entry["name"] for entry in listing}
+    assert "first" in names
+    assert any(entry.get("lib-name") == "mylib" for entry in listing)
+    raw = server.raw()
+    raw.send(b"PING\r\n")
+    assert raw.read_exactly(b"+PONG\r\n") == b"+PONG\r\n"
+    raw_id = max(entry_id for entry_id in (int(e["id"]) for e in one.client_list()))
+    assert one.execute_command("CLIENT", "KILL", "ID", id_two) == 1
+    assert all(int(entry["id"]) != id_two for entry in one.client_list())
+    assert one.execute_command("CLIENT", "KILL", "ID", raw_id) == 1
+    assert raw.closed_by_peer()
+    with pytest.raises(redis.ResponseError, match="No such client"):
+        one.execute_command("CLIENT", "KILL", "1.2.3.4:5")
+
+
+def test_command_count_info_docs_getkeys(server: RunningServer) -> None:
+    conn = server.client()
+    count = conn.command_count()
+    assert count > 100
+    info = conn.execute_command("COMMAND INFO", "PING", "GET")
+    assert [entry[0] for entry in info] == [b"ping", b"get"]
+    assert info[0][1] == -1
+    docs = conn.execute_command("COMMAND DOCS", "PING")
+    assert b"ping" in docs
+    everything = conn.command()
+    assert "ping" in everything and "get" in everything
+    with pytest.raises(redis.ResponseError, match="no key arguments"):
+        conn.execute_command("COMMAND", "GETKEYS", "PING")
+    if server.server.ctx.store.kind == "redis":  # fakeredis has no COMMAND GETKEYS; its error is relayed as is
+        assert conn.execute_command("COMMAND GETKEYS", "GET", "k1") in (["k1"], [b"k1"])
+
+
+def test_info_sections(server: RunningServer) -> None:
+    conn = server.client()
+    conn.set("a", "1")
+    conn.set("b", "2")
+    info = conn.info()
+    assert info["redisai_server_version"]
+    assert info["connected_clients"] >= 1
+    assert info["db0"]["keys"] == 2
+    assert "total_commands_processed" in conn.info("stats")
+    resp3 = server.client(protocol=3)
+    assert resp3.info("keyspace")["db0"]["keys"] == 2

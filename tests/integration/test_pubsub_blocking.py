@@ -1,0 +1,107 @@
+"""Stateful commands: SUBSCRIBE/PSUBSCRIBE (RESP2 and RESP3 pushes) and blocking commands."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import redis
+
+from tests.support import RunningServer
+
+
+def _next_message(pubsub: redis.client.PubSub, timeout: float = 5.0) -> dict[str, object]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        message = pubsub.get_message(timeout=0.2)
+        if message is not None and message["type"] in ("message", "pmessage"):
+            return dict(message)
+    raise AssertionError("no message arrived")
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_subscribe_and_psubscribe(server: RunningServer, protocol: int) -> None:
+    subscriber = server.client(protocol=protocol).pubsub()
+    subscriber.subscribe("news")
+    subscriber.psubscribe("weather.*")
+    publisher = server.client()
+    time.sleep(0.1)
+    assert publisher.publish("news", "hello") == 1
+    message = _next_message(subscriber)
+    assert (message["channel"], message["data"]) == (b"news", b"hello")
+    assert publisher.publish("weather.paris", "rain") == 1
+    message = _next_message(subscriber)
+    assert (message["pattern"], message["data"]) == (b"weather.*", b"rain")
+    subscriber.unsubscribe("news")
+    subscriber.punsubscribe()
+    time.sleep(0.1)
+    assert publisher.publish("news", "again") == 0
+    subscriber.close()
+
+
+def test_subscribe_raw_resp2_and_ping_in_subscribe_mode(server: RunningServer) -> None:
+    raw = server.raw()
+    expected = b"*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n"
+    assert raw.call(b"SUBSCRIBE a b\r\n", expected) == expected
+    pong = b"*2\r\n$4\r\npong\r\n$0\r\n\r\n"
+    assert raw.call(b"PING\r\n", pong) == pong
+    server.client().publish("b", "x")
+    message = b"*3\r\n$7\r\nmessage\r\n$1\r\nb\r\n$1\r\nx\r\n"
+    assert raw.read_exactly(message) == message
+    expected = (b"*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:0\r\n")
+    got = raw.call(b"UNSUBSCRIBE\r\n", expected)
+    assert len(got) == len(expected) and b":0\r\n" in got
+    assert b"$1\r\na\r\n" in got and b"$1\r\nb\r\n" in got
+    assert raw.call(b"SET k v\r\n", b"+OK\r\n") == b"+OK\r\n"
+
+
+def test_resp3_subscribe_is_a_push(server: RunningServer) -> None:
+    raw = server.raw()
+    raw.send(b"HELLO 3\r\n")
+    raw.read_exactly(b"%8\r\n")
+    raw.sock.settimeout(0.3)
+    try:
+        while raw.sock.recv(65536):
+            pass
+    except TimeoutError:
+        pass
+    raw.sock.settimeout(10)
+    expected = b">3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"
+    assert raw.call(b"SUBSCRIBE ch\r\n", expected) == expected
+    assert raw.call(b"PING\r\n", b"+PONG\r\n") == b"+PONG\r\n"
+
+
+def test_blocked_client_does_not_block_others(server: RunningServer) -> None:
+    blocked, other = server.client(), server.client()
+    result: list[object] = []
+    waiter = threading.Thread(target=lambda: result.append(blocked.blpop(["queue"], timeout=5)))
+    waiter.start()
+    time.sleep(0.2)
+    started = time.monotonic()
+    for _ in range(20):
+        assert other.ping() is True
+        other.set("x", "y")
+    assert time.monotonic() - started < 2.0
+    assert not result
+    other.rpush("queue", "job")
+    waiter.join(5)
+    assert result == [(b"queue", b"job")]
+
+
+def test_blocking_pipeline_keeps_order(server: RunningServer) -> None:
+    raw = server.raw()
+    raw.send(b"BLPOP q 0.3\r\nPING\r\nSET after 1\r\n")
+    expected_nil = b"*-1\r\n+PONG\r\n+OK\r\n"
+    assert raw.read_exactly(expected_nil, timeout=5) == expected_nil
+
+
+def test_xread_block(server: RunningServer) -> None:
+    reader, writer = server.client(), server.client()
+    got: list[object] = []
+    thread = threading.Thread(target=lambda: got.append(reader.xread({"stream": "$"}, block=5000)))
+    thread.start()
+    time.sleep(0.2)
+    entry = writer.xadd("stream", {"k": "v"})
+    thread.join(5)
+    assert got and got[0][0][1][0][0] == entry

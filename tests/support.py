@@ -1,0 +1,156 @@
+"""Test helpers: a real redis-server, our server running in a thread, raw RESP sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from server.app import Server
+from server.config import Config
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+@contextmanager
+def redis_server_process() -> Iterator[str]:
+    """Start a throw-away redis-server on a free loopback port; yield its URL; stop it by its pid."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
+    port = free_port()
+    with tempfile.TemporaryDirectory() as workdir:
+        proc = subprocess.Popen(
+            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", workdir],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        try:
+            wait_for_port(port)
+            yield f"redis://127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+@dataclass
+class RunningServer:
+    """Our server on a free port, in its own thread and event loop."""
+
+    server: Server
+    loop: asyncio.AbstractEventLoop
+    thread: threading.Thread
+    port: int
+
+    def client(self, protocol: int = 2, **kwargs: Any) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, protocol=protocol, socket_timeout=10, **kwargs)
+
+    def raw(self) -> RawClient:
+        return RawClient(self.port)
+
+
+@contextmanager
+def running_server(config: Config) -> Iterator[RunningServer]:
+    """Start ``Server(config)`` in a thread (port 0 → a free port) and stop it gracefully afterwards."""
+    try:
+        import uvloop
+
+        loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    except ImportError:
+        loop = asyncio.new_event_loop()
+    server = Server(config)
+    started = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(server.start())
+        except BaseException as exc:
+            failure.append(exc)
+            started.set()
+            return
+        started.set()
+        loop.run_until_complete(server.run_until_stopped())
+
+    thread = threading.Thread(target=run, name="redisai-test-server", daemon=True)
+    thread.start()
+    started.wait(30)
+    if failure:
+        raise failure[0]
+    try:
+        yield RunningServer(server, loop, thread, server.ports[0])
+    finally:
+        loop.call_soon_threadsafe(server.stop)
+        thread.join(30)
+        loop.close()
+
+
+class RawClient:
+    """A plain socket speaking RESP bytes, for asserting exact wire replies."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def read_exactly(self, expected: bytes, timeout: float = 10.0) -> bytes:
+        """Read until ``len(expected)`` bytes arrived (or the peer closed); return what came."""
+        data = b""
+        deadline = time.monotonic() + timeout
+        while len(data) < len(expected) and time.monotonic() < deadline:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+    def call(self, data: bytes, expected: bytes) -> bytes:
+        self.send(data)
+        return self.read_exactly(expected)
+
+    def closed_by_peer(self, timeout: float = 5.0) -> bool:
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    return True
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except TimeoutError:
+            return False
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")

@@ -1,0 +1,188 @@
+"""The RESP codec without sockets: split reads at every byte boundary, encodings, limits."""
+
+from __future__ import annotations
+
+import pytest
+
+from backends.errors import AIError, ProtocolError
+from server.resp import (
+    NULL_ARRAY,
+    Limits,
+    Push,
+    ReplyFramer,
+    RequestParser,
+    Status,
+    Verbatim,
+    encode,
+    parse_strict_int,
+    split_inline_args,
+)
+
+STREAM = (
+    b"*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$12\r\nhello\r\nworld\r\n"
+    b"PING\r\n"
+    b"*1\r\n$4\r\nPING\r\n"
+    b"set a \"x y\\n\" 'z'\r\n"
+    b"*0\r\n"
+    b"\r\n"
+    b"*2\r\n$4\r\nECHO\r\n$0\r\n\r\n"
+)
+EXPECTED = [
+    [b"SET", b"key", b"hello\r\nworld"],
+    [b"PING"],
+    [b"PING"],
+    [b"set", b"a", b"x y\n", b"z"],
+    [b"ECHO", b""],
+]
+
+
+def _parse_all(parser: RequestParser) -> list[list[bytes]]:
+    out = []
+    while (cmd := parser.next_command()) is not None:
+        out.append(cmd)
+    return out
+
+
+def test_parses_a_stream_in_one_read() -> None:
+    parser = RequestParser()
+    parser.feed(STREAM)
+    assert _parse_all(parser) == EXPECTED
+
+
+@pytest.mark.parametrize("cut", range(1, len(STREAM)))
+def test_split_at_every_byte_boundary(cut: int) -> None:
+    parser = RequestParser()
+    parser.feed(STREAM[:cut])
+    got = _parse_all(parser)
+    parser.feed(STREAM[cut:])
+    got += _parse_all(parser)
+    assert got == EXPECTED
+
+
+def test_byte_by_byte() -> None:
+    parser = RequestParser()
+    got = []
+    for i in range(len(STREAM)):
+        parser.feed(STREAM[i : i + 1])
+        got += _parse_all(parser)
+    assert got == EXPECTED
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"*x\r\n", "ERR Protocol error: invalid multibulk length"),
+        (b"*-\r\n", "ERR Protocol error: invalid multibulk length"),
+        (b"*2147483648\r\n", "ERR Protocol error: invalid multibulk length"),
+        (b"*1\r\n$-1\r\n", "ERR Protocol error: invalid bulk length"),
+        (b"*1\r\n$01\r\n", "ERR Protocol error: invalid bulk length"),
+        (b"*1\r\nfoo\r\n", "ERR Protocol error: expected '$', got 'f'"),
+        (b"GET \"abc\r\n", "ERR Protocol error: unbalanced quotes in request"),
+        (b"GET 'abc\r\n", "ERR Protocol error: unbalanced quotes in request"),
+        (b"GET \"a\"b\r\n", "ERR Protocol error: unbalanced quotes in request"),
+    ],
+)
+def test_protocol_errors(data: bytes, message: str) -> None:
+    parser = RequestParser()
+    parser.feed(data)
+    with pytest.raises(ProtocolError) as info:
+        _parse_all(parser)
+    assert info.value.message == message
+
+
+def test_limits() -> None:
+    limits = Limits(max_bulk_len=10, max_multibulk_len=3, inline_max_size=16, query_buffer_limit=64)
+    cases = [
+        (b"*4\r\n", "ERR Protocol error: invalid multibulk length"),
+        (b"*1\r\n$11\r\n", "ERR Protocol error: invalid bulk length"),
+        (b"x" * 20, "ERR Protocol error: too big inline request"),
+        (b"*" + b"1" * 20, "ERR Protocol error: too big mbulk count string"),
+        (b"*1\r\n$" + b"1" * 20, "ERR Protocol error: too big bulk count string"),
+    ]
+    for data, message in cases:
+        parser = RequestParser(limits)
+        parser.feed(data)
+        with pytest.raises(ProtocolError, match=message.replace("(", r"\(")):
+            _parse_all(parser)
+    parser = RequestParser(limits)
+    with pytest.raises(ProtocolError, match="query buffer limit"):
+        parser.feed(b"*1\r\n$10\r\n" + b"x" * 80)
+
+
+def test_large_bulk_arrives_in_pieces() -> None:
+    payload = bytes(range(256)) * 4096
+    data = b"*2\r\n$3\r\nSET\r\n$%d\r\n%s\r\n" % (len(payload), payload)
+    parser = RequestParser()
+    for start in range(0, len(data), 65536):
+        parser.feed(data[start : start + 65536])
+        if start + 65536 < len(data):
+            assert parser.next_command() is None
+    assert parser.next_command() == [b"SET", payload]
+
+
+def test_inline_args_like_redis() -> None:
+    assert split_inline_args(b'  set  "a\\x41\\tb"   \'c d\' ') == [b"set", b"aA\tb", b"c d"]
+    assert split_inline_args(b"") == []
+    assert split_inline_args(b'""') == [b""]
+
+
+def test_strict_int() -> None:
+    assert parse_strict_int(b"0") == 0
+    assert parse_strict_int(b"-12") == -12
+    for bad in (b"", b"-", b"+1", b"01", b" 1", b"1.0", b"-0", b"9223372036854775808"):
+        assert parse_strict_int(bad) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "resp2", "resp3"),
+    [
+        (Status("OK"), b"+OK\r\n", b"+OK\r\n"),
+        (b"ab", b"$2\r\nab\r\n", b"$2\r\nab\r\n"),
+        ("é", b"$2\r\n\xc3\xa9\r\n", b"$2\r\n\xc3\xa9\r\n"),
+        (7, b":7\r\n", b":7\r\n"),
+        (None, b"$-1\r\n", b"_\r\n"),
+        (NULL_ARRAY, b"*-1\r\n", b"_\r\n"),
+        (True, b":1\r\n", b"#t\r\n"),
+        (1.5, b"$3\r\n1.5\r\n", b",1.5\r\n"),
+        (0.1, b"$19\r\n0.10000000000000001\r\n", b",0.10000000000000001\r\n"),
+        (float("inf"), b"$3\r\ninf\r\n", b",inf\r\n"),
+        ([1, b"x"], b"*2\r\n:1\r\n$1\r\nx\r\n", b"*2\r\n:1\r\n$1\r\nx\r\n"),
+        ({b"k": 1}, b"*2\r\n$1\r\nk\r\n:1\r\n", b"%1\r\n$1\r\nk\r\n:1\r\n"),
+        ({b"m"}, b"*1\r\n$1\r\nm\r\n", b"~1\r\n$1\r\nm\r\n"),
+        (Push([b"message"]), b"*1\r\n$7\r\nmessage\r\n", b">1\r\n$7\r\nmessage\r\n"),
+        (Verbatim(b"a:1"), b"$3\r\na:1\r\n", b"=7\r\ntxt:a:1\r\n"),
+        (AIError("ERR bad\r\nthing"), b"-ERR bad  thing\r\n", b"-ERR bad  thing\r\n"),
+    ],
+)
+def test_encode(value: object, resp2: bytes, resp3: bytes) -> None:
+    assert encode(value, 2) == resp2
+    assert encode(value, 3) == resp3
+
+
+REPLIES = [
+    b"+OK\r\n",
+    b"-ERR x\r\n",
+    b":12\r\n",
+    b"$5\r\nab\r\nc\r\n",
+    b"$-1\r\n",
+    b"*-1\r\n",
+    b"*0\r\n",
+    b"*2\r\n*2\r\n:1\r\n$1\r\na\r\n%1\r\n+k\r\n~1\r\n,1.5\r\n",
+    b">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nd\r\n",
+    b"|1\r\n+key\r\n+val\r\n:5\r\n",
+    b"=7\r\ntxt:abc\r\n",
+    b"_\r\n",
+    b"#t\r\n",
+]
+
+
+@pytest.mark.parametrize("cut", range(1, len(b"".join(REPLIES))))
+def test_framer_split_at_every_boundary(cut: int) -> None:
+    stream = b"".join(REPLIES)
+    framer = ReplyFramer()
+    frames = []
+    for part in (stream[:cut], stream[cut:]):
+        framer.feed(part)
+        while (frame := framer.next_frame()) is not None:
+            frames.append(frame)
+    assert frames == REPLIES
