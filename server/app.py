@@ -13,6 +13,7 @@ import signal
 import ssl
 import time
 
+from server.ai import AIState
 from server.commands.table import COMMAND_TABLE
 from server.config import Config
 from server.connection import ClientConnection
@@ -38,7 +39,8 @@ class Server:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.ctx = ServerContext(config=config, store=make_store(config), commands=COMMAND_TABLE)
+        self.ctx = ServerContext(config=config, store=make_store(config), commands=COMMAND_TABLE,
+                                 ai=AIState.from_config(config))
         self._listeners: list[asyncio.Server] = []
         self._stopping: asyncio.Event | None = None
         self._forced = False
@@ -115,6 +117,7 @@ class Server:
         for client in list(self.ctx.clients.values()):
             if client.transport is not None:
                 client.transport.close()
+        await asyncio.to_thread(self.ctx.ai.queues.close, max(deadline - time.monotonic(), 0.5))
         for listener in self._listeners:
             await listener.wait_closed()
         await self.ctx.store.close()

@@ -45,6 +45,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError(f"must be >= 0, got {value}")
+    return value
+
+
 def _port(text: str) -> int:
     value = int(text)
     if not 0 <= value <= 65535:
@@ -83,6 +90,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("tls-key-file", _text, "", "Private key of tls-cert-file (PEM)."),
     Option("tls-port", _port, 0, "Serve TLS on this port and plain TCP on --port; 0 = TLS on --port itself."),
     Option("shutdown-timeout", float, 10.0, "Seconds to let in-flight commands finish on SIGTERM/SIGINT."),
+    Option("intra-op-parallelism", _non_negative_int, 0,
+           "Threads inside one op (RedisAI INTRA_OP_PARALLELISM); 0 = the runtime's default."),
+    Option("inter-op-parallelism", _non_negative_int, 0,
+           "Threads running independent ops of one model (INTER_OP_PARALLELISM); 0 = the runtime's default."),
+    Option("model-execution-timeout", _non_negative_int, 0,
+           "Milliseconds an ONNX run may take before it is stopped (MODEL_EXECUTION_TIMEOUT); 0 = no limit."),
+    Option("model-chunk-size", _positive_int, 511 * 1024 * 1024,
+           "Bytes per chunk when AI.MODELGET returns a model blob (MODEL_CHUNK_SIZE)."),
 )
 
 
@@ -101,6 +116,10 @@ class Config:
     tls_key_file: str = ""
     tls_port: int = 0
     shutdown_timeout: float = 10.0
+    intra_op_parallelism: int = 0
+    inter_op_parallelism: int = 0
+    model_execution_timeout: int = 0
+    model_chunk_size: int = 511 * 1024 * 1024
 
     @property
     def bind_addresses(self) -> list[str]:

@@ -249,6 +249,8 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             return RELAY
         if not spec.arity_ok(len(argv)):
             raise wrong_arity(argv[0].decode(errors="replace"))
+        if self.state.in_multi and spec.ai:
+            raise AIError(msgs.IN_TRANSACTION_MSG)
         if self.state.in_multi and spec.name not in ("QUIT", "RESET"):
             return RELAY
         return spec.handler(self, argv)

@@ -15,6 +15,7 @@ from server.resp import Limits
 from server.slots import ReplySlot, SessionSink
 
 if TYPE_CHECKING:
+    from server.ai import AIState
     from server.commands.spec import CommandSpec
     from server.connection import ClientConnection
 
@@ -69,6 +70,7 @@ class ServerContext:
     config: Config
     store: Store
     commands: Mapping[str, CommandSpec]
+    ai: AIState
     limits: Limits = field(default_factory=Limits)
     stats: Stats = field(default_factory=Stats)
     clients: dict[int, ClientConnection] = field(default_factory=dict)

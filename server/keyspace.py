@@ -66,6 +66,11 @@ class Keyspace:
         """Run ``commands`` as one MULTI/EXEC transaction in one round trip; return EXEC's replies."""
         if not commands:
             return []
+        if len(commands) == 1:  # one command is atomic by itself: skip MULTI/EXEC's two extra commands
+            reply = (await self.pipeline(commands))[0]
+            if isinstance(reply, AIError):
+                raise reply
+            return [reply]
         replies = await self.pipeline([(b"MULTI",), *commands, (b"EXEC",)])
         result = replies[-1]
         if isinstance(result, AIError):
@@ -74,3 +79,11 @@ class Keyspace:
         if result is None or queued_errors:
             raise queued_errors[0] if queued_errors else AIError("ERR transaction aborted")
         return list(result)
+
+
+def status_text(reply: Any) -> str:
+    """A simple-string reply as text, whichever store sent it (hiredis gives bytes, fakeredis a Status)."""
+    text = getattr(reply, "text", None)
+    if isinstance(text, str):
+        return text
+    return reply.decode(errors="replace") if isinstance(reply, bytes) else str(reply)

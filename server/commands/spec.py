@@ -52,6 +52,7 @@ class CommandSpec:
     summary: str
     usage: str
     waits: bool = False
+    ai: bool = False  # an AI.* command: refused inside MULTI (the store cannot queue it)
 
     def arity_ok(self, argc: int) -> bool:
         return argc == self.arity if self.arity > 0 else argc >= -self.arity

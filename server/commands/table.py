@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from server.commands import generic, introspection
+from server.commands import generic, introspection, model, tensor
 from server.commands.spec import CommandSpec
 
 _CONNECTION = "connection"
 _SERVER = "server"
+_AI = "ai"
+_EXEC_FLAGS = ("write", "denyoom", "movablekeys")
 
 COMMAND_TABLE: Mapping[str, CommandSpec] = MappingProxyType({
     spec.name: spec
@@ -42,6 +44,32 @@ COMMAND_TABLE: Mapping[str, CommandSpec] = MappingProxyType({
         CommandSpec("COMMAND", introspection.cmd_command, -1, ("loading", "stale"), 0, 0, 0, _SERVER,
                     "Details about commands: ours and the store's.",
                     "COMMAND [COUNT | INFO name ... | DOCS [name ...] | GETKEYS cmd args ... | LIST]"),
+        CommandSpec("AI.TENSORSET", tensor.cmd_tensorset, -1, ("write", "denyoom"), 1, 1, 1, _AI,
+                    "Stores a tensor (dtype, shape, and data or zeros) under a key.",
+                    "AI.TENSORSET key type [dim ...] [BLOB data | VALUES value [value ...]]", waits=True, ai=True),
+        CommandSpec("AI.TENSORGET", tensor.cmd_tensorget, -1, ("readonly",), 1, 1, 1, _AI,
+                    "Returns a tensor's dtype and shape, and its data as a blob or as values.",
+                    "AI.TENSORGET key [META] [BLOB | VALUES]", waits=True, ai=True),
+        CommandSpec("AI.MODELSTORE", model.cmd_modelstore, -1, ("write", "denyoom"), 1, 1, 1, _AI,
+                    "Stores a TorchScript or ONNX model under a key.",
+                    "AI.MODELSTORE key backend device [TAG tag] [BATCHSIZE n [MINBATCHSIZE m [MINBATCHTIMEOUT t]]] "
+                    "[INPUTS n name ... OUTPUTS m name ...] BLOB chunk ...", waits=True, ai=True),
+        CommandSpec("AI.MODELSET", model.cmd_modelset, -1, ("write", "denyoom"), 1, 1, 1, _AI,
+                    "Stores a model (deprecated 1.0 form of AI.MODELSTORE).",
+                    "AI.MODELSET key backend device [TAG tag] [BATCHSIZE n [MINBATCHSIZE m [MINBATCHTIMEOUT t]]] "
+                    "[INPUTS name ... OUTPUTS name ...] BLOB chunk ...", waits=True, ai=True),
+        CommandSpec("AI.MODELGET", model.cmd_modelget, -1, ("readonly",), 1, 1, 1, _AI,
+                    "Returns a model's metadata and/or blob.", "AI.MODELGET key [META] [BLOB]", waits=True, ai=True),
+        CommandSpec("AI.MODELDEL", model.cmd_modeldel, -1, ("write",), 1, 1, 1, _AI,
+                    "Deletes a model.", "AI.MODELDEL key", waits=True, ai=True),
+        CommandSpec("AI.MODELEXECUTE", model.cmd_modelexecute, -1, _EXEC_FLAGS, 1, 1, 1, _AI,
+                    "Runs a model on input tensors and stores the output tensors.",
+                    "AI.MODELEXECUTE key INPUTS n key ... OUTPUTS m key ... [TIMEOUT ms]", waits=True, ai=True),
+        CommandSpec("AI.MODELRUN", model.cmd_modelrun, -1, _EXEC_FLAGS, 1, 1, 1, _AI,
+                    "Runs a model (deprecated 1.0 form of AI.MODELEXECUTE).",
+                    "AI.MODELRUN key [TIMEOUT ms] INPUTS key ... OUTPUTS key ...", waits=True, ai=True),
+        CommandSpec("AI._MODELSCAN", model.cmd_modelscan, -1, ("readonly",), 0, 0, 0, _AI,
+                    "Lists the models stored through this server (experimental).", "AI._MODELSCAN", ai=True),
     )
 })
 

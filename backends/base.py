@@ -1,0 +1,45 @@
+"""The Backend protocol: what a model runtime (TorchScript, ONNX Runtime) provides.
+
+A backend loads a serialized model for a device and runs it on numpy arrays. Batching (concatenating
+requests along dim 0 and splitting the outputs) happens once, above the backends, for all of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from backends.device import Device
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeOptions:
+    """Settings a backend honours when it loads a model (RedisAI's AI.CONFIG values)."""
+
+    intra_op_threads: int = 0  # 0 = the runtime's default
+    inter_op_threads: int = 0
+    execution_timeout_ms: int = 0  # ONNX MODEL_EXECUTION_TIMEOUT; 0 = none
+
+
+class LoadedModel(Protocol):
+    """A model ready to run on its device. ``run`` is called from device worker threads."""
+
+    @property
+    def input_names(self) -> list[str]: ...
+
+    @property
+    def output_names(self) -> list[str]: ...
+
+    def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]: ...
+
+
+class Backend(Protocol):
+    """One model runtime."""
+
+    name: str
+
+    def load_model(self, blob: bytes, device: Device, options: RuntimeOptions) -> LoadedModel: ...
+
+    def version(self) -> str: ...

@@ -1,0 +1,54 @@
+"""Devices: ``CPU``, ``CPU:n``, ``GPU``, ``GPU:n`` — parsed once, normalised for queue names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from backends import errors as msgs
+from backends.errors import AIError
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """A device as the client typed it (``text``), plus what it means.
+
+    ``queue_name`` is the upper-cased string: ``cpu`` and ``CPU`` share a queue, ``CPU:1`` is another one.
+    """
+
+    text: str
+    kind: str  # "CPU" or "GPU"
+    index: int | None
+
+    @property
+    def queue_name(self) -> str:
+        return self.text.upper()
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.kind == "GPU"
+
+
+def parse_device(raw: bytes) -> Device:
+    """MODELSTORE's strict rule: CPU | GPU | CPU:<digits> | GPU:<digits>, under 10 characters.
+
+    Quirk kept from RedisAI 1.2.7: ``CPU:`` and ``GPU:`` with no digits are accepted.
+    """
+    text = raw.decode(errors="replace")
+    upper = text.upper()
+    if len(text) >= 10 or upper[:3] not in ("CPU", "GPU"):
+        raise AIError(msgs.INVALID_DEVICE_MSG)
+    rest = upper[3:]
+    if rest == "":
+        return Device(text, upper[:3], None)
+    if not rest.startswith(":") or not (rest[1:] == "" or (rest[1:].isdigit() and rest[1:].isascii())):
+        raise AIError(msgs.INVALID_DEVICE_MSG)
+    return Device(text, upper[:3], int(rest[1:]) if rest[1:] else None)
+
+
+def parse_device_lenient(raw: bytes) -> Device:
+    """The looser rule of SCRIPTSTORE and the deprecated MODELSET: any ``CPU…``/``GPU…`` prefix is taken."""
+    text = raw.decode(errors="replace")
+    upper = text.upper()
+    kind = upper[:3] if upper[:3] in ("CPU", "GPU") else "CPU"
+    suffix = upper[4:] if upper[3:4] == ":" else ""
+    return Device(text, kind, int(suffix) if suffix.isdigit() else None)

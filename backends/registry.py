@@ -1,0 +1,66 @@
+"""Lazy backend registry: runtimes are imported on first use, never by ``import server``.
+
+Backends are named by import string (uvicorn's pattern), so a missing optional dependency only matters to
+the commands that need it, and availability can be reported without importing anything heavy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from dataclasses import dataclass, field
+
+from backends import errors as msgs
+from backends.base import Backend
+from backends.errors import AIError
+
+KNOWN_BACKENDS = ("TF", "TFLITE", "TORCH", "ONNX")
+BACKEND_IMPORTS = {
+    "TORCH": "backends.torch_backend:TorchBackend",
+    "ONNX": "backends.onnx_backend:OnnxBackend",
+}
+
+
+@dataclass
+class BackendRegistry:
+    """The loaded backends of one server (part of its context)."""
+
+    _loaded: dict[str, Backend] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, name: str) -> Backend:
+        """The backend called ``name`` (upper case), importing it on first use.
+
+        ``ERR Could not load backend`` for a known backend we cannot load (TF, TFLITE, or a missing package).
+        """
+        backend = self._loaded.get(name)
+        if backend is not None:
+            return backend
+        with self._lock:
+            if name not in self._loaded:
+                self._loaded[name] = self._import(name)
+            return self._loaded[name]
+
+    @staticmethod
+    def _import(name: str) -> Backend:
+        target = BACKEND_IMPORTS.get(name)
+        if target is None:
+            raise AIError(msgs.COULD_NOT_LOAD_BACKEND_MSG)
+        module_name, _, attr = target.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise AIError(msgs.COULD_NOT_LOAD_BACKEND_MSG) from exc
+        backend: Backend = getattr(module, attr)()
+        return backend
+
+    def loaded(self) -> dict[str, str]:
+        """Backend name → runtime version, for the backends loaded so far."""
+        return {name: backend.version() for name, backend in self._loaded.items()}
+
+
+def parse_backend(raw: bytes) -> str:
+    name = raw.decode(errors="replace").upper()
+    if name not in KNOWN_BACKENDS:
+        raise AIError(msgs.UNSUPPORTED_BACKEND_MSG)
+    return name

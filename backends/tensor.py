@@ -1,0 +1,312 @@
+"""Tensors: the dtype table, the ``Tensor`` type every layer shares, numpy/torch conversion and the storage codec.
+
+Why one module: commands, DAG ops, model and script backends and batching all hand tensors around; they agree
+on one type (a frozen ``Tensor`` over a C-contiguous little-endian numpy array) and one way to store it.
+
+Storage (docs/tensor-format.md): a tensor is one Redis string, readable by any client with a plain GET::
+
+    offset 0   4 bytes   magic  b"\\x89RAI"
+    offset 4   1 byte    format version (1)
+    offset 5   1 byte    dtype code (``DType.code``)
+    offset 6   2 bytes   ndim, uint16 little-endian (0 … 64)
+    offset 8   8*ndim    dims, int64 little-endian
+    then                 data: raw little-endian elements in C order; STRING: each element followed by one NUL
+
+Copies of a large (≥ 100 MB) numeric tensor — these are the only ones:
+
+* In (``AI.TENSORSET … BLOB``): ``build_tensor`` wraps the argument with ``numpy.frombuffer`` (no copy);
+  ``encode_tensor`` joins header and data into the value the store keeps (1 copy, the only one here). The
+  embedded store keeps that very ``bytes`` object; a real Redis gets it through the socket writer.
+  (``encode_tensor_parts`` hands out header and data separately for a writer that can send them unjoined.)
+* Out (``AI.TENSORGET``): ``decode_tensor`` is ``numpy.frombuffer`` on a memoryview of the stored value
+  (no copy) and ``Tensor.data`` is a memoryview of the array (no copy); the RESP encoder joins it into the
+  reply (1 copy, server/resp.py).
+* torch: ``Tensor.to_torch``/``Tensor.from_torch`` share memory (DLPack or ``from_numpy``/``.numpy()``)
+  unless the device or the layout forces a copy (GPU tensors, non-contiguous views, big-endian arrays,
+  read-only arrays on numpy < 2).
+
+STRING tensors hold a numpy object array of ``bytes`` elements (never containing NUL); building it copies the
+elements once, which is unavoidable for variable-length elements.
+
+``import backends.tensor`` imports numpy only; torch is imported inside the two torch functions.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from backends import errors as msgs
+from backends.errors import AIError
+
+if TYPE_CHECKING:
+    import torch
+
+MAGIC = b"\x89RAI"
+FORMAT_VERSION = 1
+HEADER_SIZE = 8
+MAX_DIMS = 64
+MAX_HEADER_SIZE = HEADER_SIZE + 8 * MAX_DIMS
+_FIXED = struct.Struct("<4sBBH")
+
+
+@dataclass(frozen=True, slots=True)
+class DType:
+    """One dtype: its name, storage code and numpy type, how VALUES input is parsed and VALUES output shown.
+
+    ``canonical`` dtypes are RedisAI's ten: AI.TENSORSET accepts them and META names them. The others exist
+    because backends produce them (torch float16, …): they are stored and answered as BLOB, and META answers
+    ``ERR unsupported dtype`` as RedisAI does. ``max_value`` is the largest integer VALUES accepts (RedisAI
+    rejects every negative VALUES integer, signed types included). ``values_view`` is the numpy type VALUES
+    replies read the elements as (None: no VALUES reply for this dtype).
+    """
+
+    name: str
+    code: int
+    numpy: np.dtype[Any]
+    kind: str  # "float" | "int" | "bool" | "string"
+    canonical: bool = True
+    max_value: int = 0
+    values_view: np.dtype[Any] | None = None
+
+
+def _row(name: str, code: int, np_type: str, kind: str, max_value: int = 0, canonical: bool = True,
+         values_view: str | None = "same") -> DType:
+    view = None if values_view is None else np.dtype(np_type if values_view == "same" else values_view)
+    return DType(name, code, np.dtype(np_type), kind, canonical, max_value, view)
+
+
+DTYPES: Mapping[str, DType] = MappingProxyType({row.name: row for row in (
+    _row("FLOAT", 1, "<f4", "float"),
+    _row("DOUBLE", 2, "<f8", "float"),
+    _row("INT8", 3, "<i1", "int", 2**7 - 1),
+    _row("INT16", 4, "<i2", "int", 2**15 - 1),
+    _row("INT32", 5, "<i4", "int", 2**31 - 1),
+    _row("INT64", 6, "<i8", "int", 2**63 - 1),
+    _row("UINT8", 7, "<u1", "int", 2**8 - 1),
+    _row("UINT16", 8, "<u2", "int", 2**16 - 1),
+    _row("BOOL", 9, "?", "bool", 1, values_view="<u1"),
+    _row("STRING", 10, "O", "string"),
+    _row("FLOAT16", 11, "<f2", "float", canonical=False, values_view=None),
+    _row("UINT32", 12, "<u4", "int", canonical=False),
+    _row("UINT64", 13, "<u8", "int", canonical=False, values_view="<i8"),  # RedisAI reads it as a long long
+)})
+DTYPES_BY_CODE: Mapping[int, DType] = MappingProxyType({row.code: row for row in DTYPES.values()})
+_NUMERIC_BY_KIND_SIZE: Mapping[tuple[str, int], DType] = MappingProxyType(
+    {(row.numpy.kind, row.numpy.itemsize): row for row in DTYPES.values() if row.kind != "string"})
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Tensor:
+    """A tensor: dtype name (``DTYPES`` key), shape, and its elements as a C-contiguous numpy array.
+
+    Numeric arrays have the dtype's little-endian numpy type and may be read-only views of a stored value;
+    STRING arrays are object arrays of ``bytes``. Nothing here copies the array.
+    """
+
+    dtype: str
+    shape: tuple[int, ...]
+    array: npt.NDArray[Any]
+
+    def __post_init__(self) -> None:
+        info = DTYPES.get(self.dtype)
+        if info is None:
+            raise ValueError(f"unknown tensor dtype {self.dtype!r}")
+        if self.array.shape != self.shape or self.array.dtype != info.numpy or not self.array.flags.c_contiguous:
+            raise ValueError(f"array {self.array.dtype}{self.array.shape} does not fit {self.dtype}{self.shape}")
+
+    @property
+    def info(self) -> DType:
+        return DTYPES[self.dtype]
+
+    @property
+    def count(self) -> int:
+        """Number of elements (1 for a 0-d tensor)."""
+        return math.prod(self.shape)
+
+    def data(self) -> bytes | memoryview:
+        """The raw data section (what BLOB replies carry): a view of the array, or the NUL-terminated strings."""
+        if self.dtype == "STRING":
+            return b"".join([element + b"\0" for element in self.array.reshape(-1).tolist()])
+        return self.array.reshape(-1).view(np.uint8).data
+
+    def to_numpy(self) -> npt.NDArray[Any]:
+        """The array itself (no copy; read-only when decoded from the store)."""
+        return self.array
+
+    @classmethod
+    def from_numpy(cls, array: npt.ArrayLike, dtype: str | None = None) -> Tensor:
+        """A tensor over ``array``: no copy when it is already C-contiguous, little-endian and of the dtype's type.
+
+        ``dtype`` (a ``DTYPES`` name) converts; without it the dtype follows the array's (str/bytes/object arrays
+        become STRING). Unsupported numpy types answer ``ERR unsupported dtype``.
+        """
+        source = np.asarray(array)
+        if dtype == "STRING" or (dtype is None and source.dtype.kind in "SUO"):
+            return string_tensor([_element_bytes(item) for item in source.reshape(-1).tolist()], source.shape)
+        info = DTYPES.get(dtype) if dtype is not None else _NUMERIC_BY_KIND_SIZE.get(
+            (source.dtype.kind, source.dtype.itemsize))
+        if info is None:
+            raise AIError(msgs.TENSOR_UNSUPPORTED_DTYPE_MSG)
+        converted = np.asarray(source, dtype=info.numpy, order="C")
+        return cls(info.name, converted.shape, converted)
+
+    @classmethod
+    def from_torch(cls, value: torch.Tensor) -> Tensor:
+        """A tensor over a torch tensor's memory (copied only off the CPU or out of a non-contiguous view)."""
+        cpu = value.detach().resolve_conj().resolve_neg().cpu().contiguous()
+        try:
+            array = cpu.numpy()
+        except (TypeError, RuntimeError) as exc:  # bfloat16, complex, quantized …
+            raise AIError(msgs.TENSOR_UNSUPPORTED_DTYPE_MSG) from exc
+        return cls.from_numpy(array)
+
+    def to_torch(self, copy: bool = False) -> torch.Tensor:
+        """A CPU torch tensor sharing this tensor's memory (``copy=True`` for one the caller may write into).
+
+        A tensor decoded from the store is a read-only view of the stored value: the shared torch tensor must not
+        be written to. numpy ≥ 2 exports read-only arrays through DLPack; older numpy makes us copy them.
+        """
+        import torch
+
+        if self.dtype == "STRING":
+            raise AIError(msgs.TENSOR_UNSUPPORTED_DTYPE_MSG)
+        array = self.array
+        if copy:
+            return torch.from_numpy(array.copy())
+        if array.flags.writeable:
+            return torch.from_numpy(array)
+        try:
+            return torch.utils.dlpack.from_dlpack(array)
+        except (BufferError, RuntimeError, TypeError):
+            return torch.from_numpy(array.copy())
+
+
+@dataclass(frozen=True, slots=True)
+class TensorHeader:
+    """The decoded header of a stored tensor; ``data_offset`` is where its data section starts."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    data_offset: int
+
+
+# --- building tensors ----------------------------------------------------------------------------------------
+
+
+def zeros(dtype: str, shape: Sequence[int]) -> Tensor:
+    """A zero-filled tensor (STRING: empty elements), as AI.TENSORSET makes one when no data is given."""
+    dims = tuple(shape)
+    if dtype == "STRING":
+        return string_tensor([b""] * math.prod(dims), dims)
+    return Tensor(dtype, dims, np.zeros(dims, dtype=DTYPES[dtype].numpy))
+
+
+def string_tensor(elements: Sequence[bytes], shape: Sequence[int]) -> Tensor:
+    """A STRING tensor of ``elements`` (NUL-free ``bytes``) in C order."""
+    flat = np.empty(len(elements), dtype=object)
+    flat[:] = list(elements)
+    dims = tuple(shape)
+    return Tensor("STRING", dims, flat.reshape(dims))
+
+
+def split_strings(data: bytes | memoryview, count: int) -> list[bytes] | None:
+    """The ``count`` elements of a NUL-terminated string blob, or None when it does not hold exactly that many.
+
+    RedisAI's rule: the last byte is NUL and the number of NULs equals the element count (empty elements allowed).
+    """
+    if count == 0:
+        return [] if len(data) == 0 else None
+    if len(data) == 0 or data[-1] != 0:
+        return None
+    raw = bytes(data)
+    if raw.count(b"\0") != count:
+        return None
+    return raw[:-1].split(b"\0")
+
+
+def _element_bytes(item: Any) -> bytes:
+    data = item.encode() if isinstance(item, str) else item
+    if not isinstance(data, bytes):
+        raise AIError(msgs.TENSOR_UNSUPPORTED_DTYPE_MSG)
+    if b"\0" in data:
+        raise AIError(msgs.TENSOR_CSTRING_NULL_MSG)
+    return data
+
+
+# --- the storage codec ---------------------------------------------------------------------------------------
+
+
+def encode_header(dtype: str, shape: Sequence[int]) -> bytes:
+    """The header of a stored tensor (magic, version, dtype code, ndim, dims)."""
+    if len(shape) > MAX_DIMS:
+        raise AIError(msgs.TENSOR_TOO_MANY_DIMS_MSG)
+    return _FIXED.pack(MAGIC, FORMAT_VERSION, DTYPES[dtype].code, len(shape)) + struct.pack(f"<{len(shape)}q", *shape)
+
+
+def encode_tensor_parts(tensor: Tensor) -> tuple[bytes, bytes | memoryview]:
+    """Header and data section, unjoined (the data is a view of the array for numeric tensors)."""
+    return encode_header(tensor.dtype, tensor.shape), tensor.data()
+
+
+def encode_tensor(tensor: Tensor) -> bytes:
+    """The stored value of ``tensor``: header + data in one ``bytes`` (the one copy of the write path)."""
+    return b"".join(encode_tensor_parts(tensor))
+
+
+def looks_like_tensor(prefix: bytes) -> bool:
+    """Whether the first ``HEADER_SIZE`` bytes of a string value start a tensor (AI.TENSORSET's key check)."""
+    if len(prefix) < HEADER_SIZE:
+        return False
+    magic, version, code, ndim = _FIXED.unpack_from(prefix)
+    return magic == MAGIC and version == FORMAT_VERSION and code in DTYPES_BY_CODE and ndim <= MAX_DIMS
+
+
+def read_header(raw: bytes | bytearray | memoryview) -> TensorHeader:
+    """Decode a stored tensor's header; anything else answers WRONGTYPE (the key holds something else)."""
+    if not looks_like_tensor(bytes(raw[:HEADER_SIZE])):
+        raise AIError(msgs.WRONGTYPE_MSG)
+    _magic, _version, code, ndim = _FIXED.unpack_from(raw)
+    end = HEADER_SIZE + 8 * ndim
+    if len(raw) < end:
+        raise AIError(msgs.WRONGTYPE_MSG)
+    shape = struct.unpack_from(f"<{ndim}q", raw, HEADER_SIZE)
+    if any(dim < 0 for dim in shape):
+        raise AIError(msgs.WRONGTYPE_MSG)
+    return TensorHeader(DTYPES_BY_CODE[code].name, shape, end)
+
+
+def check_length(header: TensorHeader, total_length: int) -> None:
+    """WRONGTYPE unless a value of ``total_length`` bytes can hold the header's data (STRING: ≥ 1 byte/element)."""
+    data_length = total_length - header.data_offset
+    count = math.prod(header.shape)
+    info = DTYPES[header.dtype]
+    expected_ok = data_length >= count if info.kind == "string" else data_length == count * info.numpy.itemsize
+    if not expected_ok:
+        raise AIError(msgs.WRONGTYPE_MSG)
+
+
+def decode_tensor(raw: bytes | bytearray | memoryview) -> Tensor:
+    """The tensor stored in ``raw``, as a read-only view of it (no copy; STRING elements are copied out).
+
+    Wrong magic or version, unknown dtype, truncated header or data, or a data size that does not match the
+    shape answer WRONGTYPE: the key holds something that is not a tensor.
+    """
+    view = memoryview(raw).cast("B")
+    header = read_header(view)
+    check_length(header, len(view))
+    data = view[header.data_offset:]
+    if header.dtype == "STRING":
+        elements = split_strings(data, math.prod(header.shape))
+        if elements is None:
+            raise AIError(msgs.WRONGTYPE_MSG)
+        return string_tensor(elements, header.shape)
+    array = np.frombuffer(data, dtype=DTYPES[header.dtype].numpy).reshape(header.shape)
+    return Tensor(header.dtype, header.shape, array)

@@ -1,0 +1,118 @@
+"""TorchScript models: loaded from bytes with ``torch.jit.load`` (never pickle), run without autograd.
+
+torch releases the GIL inside its kernels, so models on different device queues really run in parallel.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from typing import Any, cast
+
+import numpy as np
+import torch
+
+from backends import errors as msgs
+from backends.base import RuntimeOptions
+from backends.device import Device
+from backends.errors import AIError
+
+_THREADS_LOCK = threading.Lock()
+
+
+def torch_device(device: Device) -> torch.device:
+    if not device.is_gpu:
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise AIError("ERR " + msgs.GPU_NOT_AVAILABLE_FMT.format(backend="Torch"))
+    return torch.device("cuda", device.index or 0)
+
+
+def _flatten(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _flatten(item)]
+    raise AIError(f"ERR model returned an unsupported output type: {type(value).__name__}")
+
+
+def _output_count(module: torch.jit.ScriptModule) -> int:
+    returns = cast(Any, module.forward).schema.returns
+    if len(returns) != 1:
+        return len(returns)
+    kind = returns[0].type
+    if isinstance(kind, torch.TupleType):
+        return len(kind.elements())
+    return 1
+
+
+class TorchModel:
+    """A loaded TorchScript module on one device."""
+
+    def __init__(self, module: torch.jit.ScriptModule, device: torch.device) -> None:
+        self._module = module
+        self._device = device
+        arguments = cast(Any, module.forward).schema.arguments
+        self._inputs = [arg.name for arg in arguments[1:]]  # without self
+        self._outputs = [""] * _output_count(module)  # RedisAI: one empty name per returned tensor
+
+    @property
+    def input_names(self) -> list[str]:
+        return self._inputs
+
+    @property
+    def output_names(self) -> list[str]:
+        return self._outputs
+
+    def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        tensors = [torch.from_numpy(_writable(a)).to(self._device) for a in inputs]
+        try:
+            with torch.inference_mode():
+                result = self._module(*tensors)
+        except AIError:
+            raise
+        except Exception as exc:
+            raise AIError(f"ERR {_one_line(exc)}") from exc
+        return [t.detach().to("cpu").contiguous().numpy() for t in _flatten(result)]
+
+
+def _writable(array: np.ndarray) -> np.ndarray:
+    """Inputs decoded from the store are read-only views of its bytes; a model that works in place must
+    never write into them, so those are copied (store-owned memory stays immutable)."""
+    return array if array.flags.writeable else array.copy()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return " ".join(text.split("\n"))
+
+
+class TorchBackend:
+    """The TORCH backend."""
+
+    name = "TORCH"
+
+    def load_model(self, blob: bytes, device: Device, options: RuntimeOptions) -> TorchModel:
+        target = torch_device(device)
+        self._apply_threads(options)
+        try:
+            module = cast(Any, torch.jit).load(io.BytesIO(blob), map_location=target)
+        except Exception as exc:
+            raise AIError(f"ERR {_one_line(exc)}") from exc
+        module.eval()
+        return TorchModel(module, target)
+
+    @staticmethod
+    def _apply_threads(options: RuntimeOptions) -> None:
+        """torch's thread pools are process-wide: INTRA_OP/INTER_OP_PARALLELISM apply to every model."""
+        with _THREADS_LOCK:
+            if options.intra_op_threads > 0 and torch.get_num_threads() != options.intra_op_threads:
+                torch.set_num_threads(options.intra_op_threads)
+            if options.inter_op_threads > 0 and torch.get_num_interop_threads() != options.inter_op_threads:
+                try:
+                    torch.set_num_interop_threads(options.inter_op_threads)
+                except RuntimeError:
+                    pass  # can only be set before the first parallel work; documented in docs/configuration.md
+
+    def version(self) -> str:
+        return str(torch.__version__)

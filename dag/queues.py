@@ -1,0 +1,105 @@
+"""Per-device queues and their worker threads.
+
+One queue per upper-cased device string (``CPU``, ``CPU:1``, ``GPU:0``), made on first use, each served by
+THREADS_PER_QUEUE worker threads. A queue is a deque of tickets plus one ``threading.Condition``; workers
+never poll: they wait on the condition with a timeout computed from the earliest ticket deadline, and are
+woken by a push, by another device finishing a step of the same run (its outputs may be our inputs), or by
+shutdown.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from dag.runinfo import DeviceTicket, RunInfo, make_tickets
+
+
+@dataclass(eq=False)
+class DeviceQueue:
+    """Tickets waiting for one device, and the condition its workers sleep on."""
+
+    name: str
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    items: deque[DeviceTicket] = field(default_factory=deque)
+    closed: bool = False
+    busy_seconds: float = 0.0  # total time workers spent executing steps (INFO)
+    executed: int = 0
+
+    def push_back(self, ticket: DeviceTicket) -> None:
+        with self.cond:
+            self.items.append(ticket)
+            self.cond.notify()
+
+    def push_front(self, ticket: DeviceTicket) -> None:
+        """A ticket that made progress goes back to the head: it usually continues at once."""
+        with self.cond:
+            self.items.appendleft(ticket)
+            self.cond.notify()
+
+    def take_locked(self, now: float) -> tuple[DeviceTicket | None, float | None]:
+        """(Call with ``cond`` held.) The first ticket that can move — ready, or dead and only to be
+        finished — removed from the queue; else (None, seconds until the earliest deadline or None)."""
+        earliest: float | None = None
+        for position, ticket in enumerate(self.items):
+            run = ticket.run
+            if run.is_dead(now) or ticket.ready():
+                del self.items[position]
+                return ticket, None
+            if run.deadline is not None and (earliest is None or run.deadline < earliest):
+                earliest = run.deadline
+        return None, (max(earliest - now, 0.0) + 0.0005 if earliest is not None else None)
+
+    def wake(self) -> None:
+        with self.cond:
+            self.cond.notify_all()
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+class QueueManager:
+    """All device queues of one server and their workers; owned by the ServerContext."""
+
+    def __init__(self, threads_per_queue: int) -> None:
+        self.threads_per_queue = threads_per_queue
+        self.queues: dict[str, DeviceQueue] = {}
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def queue(self, name: str) -> DeviceQueue:
+        """The queue for ``name`` (upper case), started with its workers on first use."""
+        existing = self.queues.get(name)
+        if existing is not None:
+            return existing
+        from dag.worker import Worker  # the worker module imports this one
+
+        with self._lock:
+            if name not in self.queues:
+                queue = DeviceQueue(name)
+                for number in range(self.threads_per_queue):
+                    thread = threading.Thread(target=Worker(queue).run, name=f"worker-{name}-{number}", daemon=True)
+                    thread.start()
+                    self._threads.append(thread)
+                self.queues[name] = queue
+            return self.queues[name]
+
+    def submit(self, run: RunInfo) -> None:
+        """Fan the run out: one ticket per device, appended to the tail of that device's queue."""
+        tickets = make_tickets(run)
+        run.waiters = [self.queue(ticket.device) for ticket in tickets]
+        for ticket, queue in zip(tickets, run.waiters, strict=True):
+            ticket.enqueued_at = time.monotonic()
+            queue.push_back(ticket)
+
+    def close(self, timeout: float) -> None:
+        """Stop the workers once their queues are empty; wait up to ``timeout`` seconds for them."""
+        for queue in list(self.queues.values()):
+            with queue.cond:
+                queue.closed = True
+                queue.cond.notify_all()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(deadline - time.monotonic(), 0.0))

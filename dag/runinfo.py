@@ -1,0 +1,137 @@
+"""RunInfo: one request's shared state, and DeviceTicket: its per-device cursor.
+
+Every execution — a single AI.MODELEXECUTE or a whole DAG — is one RunInfo. It is fanned out as one
+ticket per device; all tickets share this object: the tensor slots, the per-op results, the first error,
+the timed-out and cancelled flags, the reference count and one lock. Nothing is copied between tickets,
+so there are no shallow copies sharing raw state by accident (RedisAI's ``int *dagError``).
+
+Ownership: slots and results are written by worker threads under ``lock``; the event loop reads them
+only after ``on_done`` has fired (reference count 0), when no worker touches the run any more.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from backends.errors import AIError
+
+
+class Work(Protocol):
+    """What a step does on its worker thread: input slot values in, output slot values out."""
+
+    def __call__(self, inputs: list[Any]) -> list[Any]: ...
+
+
+@dataclass(slots=True, eq=False)
+class Step:
+    """One op of a run, resolved to slot indices and a device queue.
+
+    ``work`` is None for ops that do nothing on a worker (AI.TENSORSET is done at parse time,
+    AI.TENSORGET is answered at reply time) but still wait for their inputs, which keeps a device's
+    ticket alive until the other devices have produced what it must return.
+    """
+
+    index: int
+    device: str
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    work: Work | None = None
+
+
+@dataclass(slots=True)
+class StepResult:
+    """How one op ended: ``ok``; ``error`` set when it failed; neither when it never ran (``NA``)."""
+
+    ok: bool = False
+    error: AIError | None = None
+    duration_us: int = 0
+
+
+@dataclass(slots=True, eq=False)
+class RunInfo:
+    """The shared state of one execution (see the module docstring)."""
+
+    steps: list[Step]
+    slots: list[Any]
+    deadline: float | None = None  # time.monotonic() value; None = no TIMEOUT
+    on_done: Callable[[RunInfo], None] | None = None
+    results: list[StepResult] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    refcount: int = 0
+    error: AIError | None = None
+    timed_out: bool = False
+    cancelled: bool = False
+    waiters: list[Any] = field(default_factory=list)  # the DeviceQueues holding this run's tickets
+
+    def __post_init__(self) -> None:
+        if not self.results:
+            self.results = [StepResult() for _ in self.steps]
+
+    def is_dead(self, now: float) -> bool:
+        """Stop at the next step: an op failed, the deadline passed, or the client went away."""
+        if self.error is not None or self.timed_out or self.cancelled:
+            return True
+        if self.deadline is not None and now > self.deadline:
+            self.timed_out = True
+            return True
+        return False
+
+    def ready(self, step: Step) -> bool:
+        slots = self.slots
+        return all(slots[i] is not None for i in step.inputs)
+
+    def record_success(self, step: Step, outputs: Sequence[Any], duration_us: int) -> None:
+        with self.lock:
+            for slot, value in zip(step.outputs, outputs, strict=True):
+                self.slots[slot] = value
+            result = self.results[step.index]
+            result.ok, result.duration_us = True, duration_us
+
+    def record_failure(self, step: Step, error: AIError, duration_us: int) -> None:
+        with self.lock:
+            result = self.results[step.index]
+            result.error, result.duration_us = error, duration_us
+            if self.error is None:
+                self.error = error
+
+    def release(self) -> bool:
+        """One ticket let go; True for the last one (the run is finished)."""
+        with self.lock:
+            self.refcount -= 1
+            return self.refcount == 0
+
+
+@dataclass(slots=True, eq=False)
+class DeviceTicket:
+    """A run's ops on one device, in command order, and how far this device got."""
+
+    run: RunInfo
+    device: str
+    step_indices: list[int]
+    cursor: int = 0
+    enqueued_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def current(self) -> Step:
+        return self.run.steps[self.step_indices[self.cursor]]
+
+    @property
+    def finished(self) -> bool:
+        return self.cursor >= len(self.step_indices)
+
+    def ready(self) -> bool:
+        return self.run.ready(self.current)
+
+
+def make_tickets(run: RunInfo) -> list[DeviceTicket]:
+    """One ticket per distinct device, in order of first appearance; sets the run's reference count."""
+    by_device: dict[str, list[int]] = {}
+    for step in run.steps:
+        by_device.setdefault(step.device, []).append(step.index)
+    tickets = [DeviceTicket(run, device, indices) for device, indices in by_device.items()]
+    run.refcount = len(tickets)
+    return tickets

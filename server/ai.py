@@ -1,0 +1,129 @@
+"""The AI part of the server's state: settings (AI.CONFIG), device queues, backends, loaded models, stats."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from backends.base import LoadedModel, RuntimeOptions
+from backends.objects import ModelMeta
+from backends.registry import BackendRegistry
+from dag.queues import QueueManager
+from server.config import Config
+
+MODEL_CACHE_CAPACITY = 64
+
+
+@dataclass(slots=True)
+class AISettings:
+    """Run-time tunable settings (RedisAI's AI.CONFIG parameters)."""
+
+    model_chunk_size: int
+    intra_op_threads: int
+    inter_op_threads: int
+    execution_timeout_ms: int
+    backends_path: str = ""
+    backend_memory_limit: int = 0
+
+    def runtime_options(self) -> RuntimeOptions:
+        return RuntimeOptions(self.intra_op_threads, self.inter_op_threads, self.execution_timeout_ms)
+
+
+@dataclass(slots=True)
+class RunStats:
+    """One AI.INFO record: registered when a model or script is stored, updated after every run."""
+
+    key: bytes
+    kind: str  # "MODEL" or "SCRIPT"
+    backend: str
+    device: str
+    tag: bytes
+    duration_us: int = 0
+    samples: int = 0
+    calls: int = 0
+    errors: int = 0
+
+
+class ModelCache:
+    """Loaded models by (backend, device queue, blob digest), least recently used first out.
+
+    Keyed by content, not by key name: a model replaced through another server or directly in Redis has
+    a new digest and is loaded afresh, never served stale. Loading runs off the event loop, once per
+    digest even when several clients ask at the same time.
+    """
+
+    def __init__(self, backends: BackendRegistry, settings: AISettings, capacity: int = MODEL_CACHE_CAPACITY) -> None:
+        self._backends = backends
+        self._settings = settings
+        self._capacity = capacity
+        self._loaded: OrderedDict[tuple[str, str, str], LoadedModel] = OrderedDict()
+        self._loading: dict[tuple[str, str, str], asyncio.Future[LoadedModel]] = {}
+
+    @staticmethod
+    def cache_key(meta: ModelMeta) -> tuple[str, str, str]:
+        return meta.backend, meta.device.queue_name, meta.digest
+
+    def lookup(self, meta: ModelMeta) -> LoadedModel | None:
+        key = self.cache_key(meta)
+        model = self._loaded.get(key)
+        if model is not None:
+            self._loaded.move_to_end(key)
+        return model
+
+    def put(self, meta: ModelMeta, model: LoadedModel) -> None:
+        key = self.cache_key(meta)
+        self._loaded[key] = model
+        self._loaded.move_to_end(key)
+        while len(self._loaded) > self._capacity:
+            self._loaded.popitem(last=False)
+
+    async def load(self, meta: ModelMeta, blob: bytes) -> LoadedModel:
+        """Build a model from its blob in a worker thread (validating it), without caching it."""
+        backend = self._backends.get(meta.backend)
+        options = self._settings.runtime_options()
+        return await asyncio.to_thread(backend.load_model, blob, meta.device, options)
+
+    async def get(self, meta: ModelMeta, fetch_blob: Callable[[], Awaitable[bytes]]) -> LoadedModel:
+        """The loaded model for ``meta``, loading it (blob fetched on demand) when not cached."""
+        cached = self.lookup(meta)
+        if cached is not None:
+            return cached
+        key = self.cache_key(meta)
+        pending = self._loading.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[LoadedModel] = asyncio.get_running_loop().create_future()
+        self._loading[key] = future
+        try:
+            model = await self.load(meta, await fetch_blob())
+            self.put(meta, model)
+            future.set_result(model)
+            return model
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: waiters get it, nobody logs "never retrieved"
+            raise
+        finally:
+            del self._loading[key]
+
+
+@dataclass
+class AIState:
+    """Owned by the ServerContext; built once at start from the Config."""
+
+    settings: AISettings
+    queues: QueueManager
+    backends: BackendRegistry = field(default_factory=BackendRegistry)
+    stats: dict[bytes, RunStats] = field(default_factory=dict)
+    models: ModelCache = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.models = ModelCache(self.backends, self.settings)
+
+    @classmethod
+    def from_config(cls, config: Config) -> AIState:
+        settings = AISettings(config.model_chunk_size, config.intra_op_parallelism, config.inter_op_parallelism,
+                              config.model_execution_timeout)
+        return cls(settings, QueueManager(config.threads_per_queue))

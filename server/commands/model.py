@@ -1,0 +1,258 @@
+"""Model commands: AI.MODELSTORE/MODELSET, AI.MODELGET, AI.MODELDEL, AI.MODELEXECUTE/MODELRUN, AI._MODELSCAN.
+
+A model is one Redis hash (backends/objects.py). AI.MODELEXECUTE reads the model's metadata, its digest
+and the input tensors in one round trip, runs as a one-op DAG on the model's device queue, then writes the
+outputs in one atomic round trip before it replies.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from backends import errors as msgs
+from backends.errors import AIError, wrong_arity
+from backends.objects import (
+    MARKER_FIELD,
+    MODEL_MARKER,
+    MODEL_META_FIELDS,
+    ModelMeta,
+    blob_digest,
+    check_marker,
+    decode_model_meta,
+    model_hash_fields,
+)
+from backends.tensor import HEADER_SIZE, Tensor, decode_tensor, encode_tensor, looks_like_tensor
+from dag.execute import ModelWork
+from dag.runinfo import RunInfo, Step
+from server.ai import RunStats
+from server.commands.model_args import (
+    ModelExecuteRequest,
+    ModelStoreRequest,
+    check_modelexecute_arity,
+    check_modelrun_arity,
+    input_keys_hint,
+    output_keys_hint,
+    parse_modelexecute,
+    parse_modelget_flags,
+    parse_modelrun,
+    parse_modelset,
+    parse_modelstore,
+)
+from server.execution import execute_run
+from server.keyspace import Keyspace
+from server.resp import OK, Status
+
+if TYPE_CHECKING:
+    from server.connection import ClientConnection
+
+log = logging.getLogger("redisai.model")
+
+ParseExecute = Callable[[list[bytes], int, int], ModelExecuteRequest]
+
+
+# --- storing ------------------------------------------------------------------------------------------------------
+
+
+async def cmd_modelstore(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AI.MODELSTORE key backend device [TAG tag] [BATCHSIZE n [MINBATCHSIZE m [MINBATCHTIMEOUT t]]]
+    [INPUTS n name... OUTPUTS m name...] BLOB chunk..."""
+    return await _store(client, parse_modelstore(argv))
+
+
+async def cmd_modelset(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AI.MODELSET key backend device [TAG tag] [BATCHSIZE n ...] [INPUTS name... OUTPUTS name...] BLOB chunk..."""
+    return await _store(client, parse_modelset(argv))
+
+
+async def _store(client: ClientConnection, req: ModelStoreRequest) -> Any:
+    """Build the model (off the loop: a broken blob is the backend's error), check the key, write, cache."""
+    ai = client.ctx.ai
+    digest = blob_digest(req.blob)
+    draft = ModelMeta(req.backend, req.device, req.tag, req.batchsize, req.minbatchsize, req.minbatchtimeout,
+                      req.inputs, req.outputs, digest)
+    loaded = await ai.models.load(draft, req.blob)
+    if req.backend != "TF":  # TORCH/ONNX name their inputs and outputs themselves
+        draft = ModelMeta(req.backend, req.device, req.tag, req.batchsize, req.minbatchsize, req.minbatchtimeout,
+                          tuple(loaded.input_names), tuple(loaded.output_names), digest)
+    keyspace = client.keyspace()
+    await _check_key_is_model_or_free(keyspace, req.key)
+    await keyspace.write_atomic([(b"DEL", req.key), (b"HSET", req.key, *model_hash_fields(draft, req.blob))])
+    ai.models.put(draft, loaded)
+    ai.queues.queue(draft.device.queue_name)
+    ai.stats[req.key] = RunStats(req.key, "MODEL", draft.backend, draft.device.text, draft.tag)
+    return OK
+
+
+async def _check_key_is_model_or_free(keyspace: Keyspace, key: bytes) -> None:
+    exists, marker = await keyspace.pipeline([(b"EXISTS", key), (b"HGET", key, MARKER_FIELD)])
+    check_marker(marker, MODEL_MARKER, exists)
+
+
+# --- reading and deleting -----------------------------------------------------------------------------------------
+
+
+async def _read_meta(keyspace: Keyspace, key: bytes, extra: tuple[bytes, ...] = ()) -> tuple[ModelMeta, list[Any]]:
+    values = (await keyspace.pipeline([(b"HMGET", key, *MODEL_META_FIELDS, *extra)]))[0]
+    meta = await _model_meta(keyspace, key, values[: len(MODEL_META_FIELDS)] if isinstance(values, list) else values)
+    return meta, values[len(MODEL_META_FIELDS) :]
+
+
+def chunk_blob(blob: bytes, chunk_size: int) -> bytes | list[bytes]:
+    """MODEL_CHUNK_SIZE chunking, with RedisAI's empty last chunk when the length is an exact multiple."""
+    count = len(blob) // chunk_size + 1
+    if count == 1:
+        return blob
+    view = memoryview(blob)
+    return [bytes(view[i * chunk_size : (i + 1) * chunk_size]) for i in range(count)]
+
+
+async def cmd_modelget(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AI.MODELGET key [META] [BLOB]"""
+    want_meta, want_blob = parse_modelget_flags(argv)
+    meta, (blob,) = await _read_meta(client.keyspace(), argv[1], (b"blob",))
+    blob_value = chunk_blob(blob or b"", client.ctx.ai.settings.model_chunk_size)
+    if not want_meta:
+        return blob_value
+    reply: list[Any] = [
+        "backend", meta.backend, "device", meta.device.text, "tag", meta.tag, "batchsize", meta.batchsize,
+        "minbatchsize", meta.minbatchsize, "inputs", list(meta.inputs), "outputs", list(meta.outputs),
+        "minbatchtimeout", meta.minbatchtimeout,
+    ]
+    return [*reply, "blob", blob_value] if want_blob else reply
+
+
+async def cmd_modeldel(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AI.MODELDEL key"""
+    if len(argv) != 2:
+        raise wrong_arity(argv[0].decode(errors="replace"))
+    keyspace = client.keyspace()
+    exists, marker = await keyspace.pipeline([(b"EXISTS", argv[1]), (b"HGET", argv[1], MARKER_FIELD)])
+    if not check_marker(marker, MODEL_MARKER, exists):
+        raise AIError(msgs.MODEL_KEY_EMPTY_MSG)
+    await keyspace.call(b"DEL", argv[1])
+    client.ctx.ai.stats.pop(argv[1], None)
+    return OK
+
+
+def cmd_modelscan(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AI._MODELSCAN: [key, tag] of every model stored through this server (RedisAI's stats registry)."""
+    if len(argv) != 1:
+        raise wrong_arity(argv[0].decode(errors="replace"))
+    log.warning("AI._MODELSCAN is experimental")
+    return [[s.key, s.tag] for s in client.ctx.ai.stats.values() if s.kind == "MODEL"]
+
+
+# --- executing ----------------------------------------------------------------------------------------------------
+
+
+async def cmd_modelexecute(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AI.MODELEXECUTE key INPUTS n key... OUTPUTS m key... [TIMEOUT ms]"""
+    check_modelexecute_arity(argv)
+    return await _execute(client, argv, parse_modelexecute)
+
+
+async def cmd_modelrun(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AI.MODELRUN key [TIMEOUT ms] INPUTS key... OUTPUTS key...   (deprecated)"""
+    check_modelrun_arity(argv)
+    return await _execute(client, argv, parse_modelrun)
+
+
+def decode_input(value: Any) -> Tensor:
+    """A GET reply as an input tensor: RedisAI's errors for a missing key and for any other type."""
+    if value is None:
+        raise AIError(msgs.TENSOR_KEY_EMPTY_MSG)
+    if isinstance(value, AIError):
+        raise AIError(msgs.WRONGTYPE_MSG)
+    return decode_tensor(value)
+
+
+async def _execute(client: ClientConnection, argv: list[bytes], parse: ParseExecute) -> Any:
+    ai, keyspace = client.ctx.ai, client.keyspace()
+    hint, out_hint = input_keys_hint(argv), output_keys_hint(argv)
+    replies = await keyspace.pipeline([(b"HMGET", argv[1], *MODEL_META_FIELDS), *((b"GET", k) for k in hint),
+                                       *output_type_checks(out_hint)])
+    meta = await _model_meta(keyspace, argv[1], replies[0])
+    req = parse(argv, len(meta.inputs), len(meta.outputs))
+    fetched, checks = replies[1 : 1 + len(hint)], replies[1 + len(hint) :]
+    inputs = [decode_input(v) for v in fetched] if list(req.inputs) == hint else await _read_inputs(keyspace, req)
+    if list(req.outputs) == out_hint:
+        check_output_types(checks)
+    model = await ai.models.get(meta, lambda: _fetch_blob(keyspace, req.key))
+    run = one_op_run(meta, ModelWork(model, len(meta.outputs)), inputs, len(req.outputs), req.timeout_ms)
+    await execute_run(ai.queues, run)
+    _record_stats(client, req.key, run, inputs)
+    if run.timed_out:
+        return Status(msgs.TIMEDOUT_STATUS)
+    if run.error is not None:
+        raise run.error
+    await write_outputs(keyspace, req.outputs, run.slots[len(inputs) :])
+    return OK
+
+
+async def _model_meta(keyspace: Keyspace, key: bytes, values: Any) -> ModelMeta:
+    """The model's metadata from HMGET; only when every field is missing does a second look tell a missing
+    key (``model key is empty``) from a hash that is not a model (WRONGTYPE)."""
+    if isinstance(values, list) and all(v is None for v in values):
+        exists = await keyspace.call(b"EXISTS", key)
+    else:
+        exists = 1
+    meta = decode_model_meta(values, exists)
+    if meta is None:
+        raise AIError(msgs.MODEL_KEY_EMPTY_MSG)
+    return meta
+
+
+def output_type_checks(keys: list[bytes]) -> list[tuple[bytes, ...]]:
+    """The first header bytes of every output key (GETRANGE: "" when missing, WRONGTYPE when not a string)."""
+    return [(b"GETRANGE", key, b"0", str(HEADER_SIZE - 1).encode()) for key in keys]
+
+
+def check_output_types(replies: list[Any]) -> None:
+    """An output key holding anything but a tensor is WRONGTYPE, and nothing runs or is written (RedisAI
+    replies +OK and then a second -WRONGTYPE here, quirk 9; we send the error only). An empty prefix is a
+    missing key (or an empty string, which is then replaced)."""
+    for prefix in replies:
+        if isinstance(prefix, AIError) or (prefix and not looks_like_tensor(prefix)):
+            raise AIError(msgs.WRONGTYPE_MSG)
+
+
+async def _read_inputs(keyspace: Keyspace, req: ModelExecuteRequest) -> list[Tensor]:
+    return [decode_input(v) for v in await keyspace.read_many(list(req.inputs))]
+
+
+async def _fetch_blob(keyspace: Keyspace, key: bytes) -> bytes:
+    blob = await keyspace.call(b"HGET", key, b"blob")
+    if not isinstance(blob, bytes):
+        raise AIError(msgs.MODEL_KEY_EMPTY_MSG)
+    return blob
+
+
+def one_op_run(meta: ModelMeta, work: ModelWork, inputs: list[Tensor], n_outputs: int,
+               timeout_ms: int | None) -> RunInfo:
+    """A single MODELEXECUTE as a one-op DAG: inputs in slots 0..n-1, outputs after them."""
+    n_in = len(inputs)
+    step = Step(0, meta.device.queue_name, tuple(range(n_in)), tuple(range(n_in, n_in + n_outputs)), work)
+    deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
+    return RunInfo([step], [*inputs, *([None] * n_outputs)], deadline=deadline)
+
+
+async def write_outputs(keyspace: Keyspace, keys: tuple[bytes, ...], tensors: list[Any]) -> None:
+    """Write every output tensor in one MULTI/EXEC (an overwrite also drops any TTL, as RedisAI's does)."""
+    await keyspace.write_atomic([(b"SET", key, encode_tensor(t)) for key, t in zip(keys, tensors, strict=True)])
+
+
+def _record_stats(client: ClientConnection, key: bytes, run: RunInfo, inputs: list[Tensor]) -> None:
+    stats = client.ctx.ai.stats.get(key)
+    if stats is None:
+        return
+    result = run.results[0]
+    if result.ok:
+        stats.calls += 1
+        stats.duration_us += result.duration_us
+        stats.samples += inputs[0].shape[0] if inputs and inputs[0].shape else 1
+    elif result.error is not None:
+        stats.calls += 1
+        stats.errors += 1

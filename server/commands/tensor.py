@@ -1,0 +1,119 @@
+"""AI.TENSORSET and AI.TENSORGET: tensors stored as documented Redis strings (docs/tensor-format.md).
+
+Both check the key before the arguments, as RedisAI does: a key holding anything but a tensor answers WRONGTYPE
+even when the rest of the command is malformed. Parsing and replies are the pure helpers of
+backends/tensor_args.py (the DAG engine uses the same ones); this module adds the store round trips:
+
+* AI.TENSORSET: one pipelined round trip checks the key (EXISTS + the first header bytes), one SET writes the
+  encoded tensor (which, like RedisAI's overwrite, drops any TTL).
+* AI.TENSORGET: one GET, decoded without copying. ``META`` alone reads only the header and the length
+  (GETRANGE + STRLEN), so asking for the shape of a 100 MB tensor does not move 100 MB.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from backends import errors as msgs
+from backends.errors import AIError, wrong_arity
+from backends.tensor import (
+    HEADER_SIZE,
+    MAX_HEADER_SIZE,
+    Tensor,
+    check_length,
+    decode_tensor,
+    encode_tensor,
+    looks_like_tensor,
+    read_header,
+)
+from backends.tensor_args import (
+    TensorGetFormat,
+    build_tensor,
+    meta_reply,
+    parse_tensorset,
+    tensorget_format,
+    tensorget_reply,
+)
+from server.keyspace import Keyspace
+from server.resp import OK
+
+if TYPE_CHECKING:
+    from server.connection import ClientConnection
+
+_PROBE_END = str(HEADER_SIZE - 1).encode()
+_META_PROBE_END = str(MAX_HEADER_SIZE - 1).encode()
+
+
+async def cmd_tensorset(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AI.TENSORSET key type [dim ...] [BLOB data | VALUES value [value ...]]
+
+    Argument errors are held back until the key is known to be missing or a tensor (WRONGTYPE comes first).
+    """
+    if len(argv) < 4:
+        raise wrong_arity(argv[0].decode(errors="replace"))
+    tensor = _tensor_or_error(argv)
+    keyspace = client.keyspace()
+    await _check_tensor_or_missing(keyspace, argv[1])
+    if isinstance(tensor, AIError):
+        raise tensor
+    await keyspace.call(b"SET", argv[1], encode_tensor(tensor))
+    return OK
+
+
+def _tensor_or_error(argv: list[bytes]) -> Tensor | AIError:
+    try:
+        return build_tensor(parse_tensorset(argv))
+    except AIError as exc:
+        return exc
+
+
+async def _check_tensor_or_missing(keyspace: Keyspace, key: bytes) -> None:
+    """WRONGTYPE unless ``key`` is missing or holds a tensor (its first bytes are a tensor header)."""
+    exists, head = await keyspace.pipeline([(b"EXISTS", key), (b"GETRANGE", key, b"0", _PROBE_END)])
+    for reply in (exists, head):
+        if isinstance(reply, AIError):
+            raise reply  # the store's WRONGTYPE (a hash, a list …) has RedisAI's exact text
+    if exists and not looks_like_tensor(head):
+        raise AIError(msgs.WRONGTYPE_MSG)
+
+
+async def cmd_tensorget(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AI.TENSORGET key [META] [BLOB | VALUES]
+
+    Key errors (missing: ``ERR tensor key is empty or in a different shard``; not a tensor: WRONGTYPE) come
+    before format errors, as in RedisAI.
+    """
+    if not 2 <= len(argv) <= 4:
+        raise wrong_arity(argv[0].decode(errors="replace"))
+    fmt = _format_or_error(argv)
+    keyspace = client.keyspace()
+    if isinstance(fmt, AIError) or (fmt.meta and not fmt.blob and not fmt.values):
+        dtype, shape = await _read_meta(keyspace, argv[1])
+        if isinstance(fmt, AIError):
+            raise fmt
+        return meta_reply(dtype, shape)
+    raw = await keyspace.call(b"GET", argv[1])
+    if raw is None:
+        raise AIError(msgs.TENSOR_KEY_EMPTY_MSG)
+    return tensorget_reply(decode_tensor(raw), fmt)
+
+
+def _format_or_error(argv: list[bytes]) -> TensorGetFormat | AIError:
+    try:
+        return tensorget_format(argv)
+    except AIError as exc:
+        return exc
+
+
+async def _read_meta(keyspace: Keyspace, key: bytes) -> tuple[str, tuple[int, ...]]:
+    """dtype and shape of the tensor at ``key`` from its header and length, without reading its data."""
+    exists, head, length = await keyspace.pipeline(
+        [(b"EXISTS", key), (b"GETRANGE", key, b"0", _META_PROBE_END), (b"STRLEN", key)])
+    for reply in (exists, head, length):
+        if isinstance(reply, AIError):
+            raise reply
+    if not exists:
+        raise AIError(msgs.TENSOR_KEY_EMPTY_MSG)
+    header = read_header(head)
+    check_length(header, length)
+    return header.dtype, header.shape
