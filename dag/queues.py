@@ -14,6 +14,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from dag.batching import WaitForBatch, select_batch
 from dag.runinfo import DeviceTicket, RunInfo, make_tickets
 
 
@@ -26,7 +27,8 @@ class DeviceQueue:
     items: deque[DeviceTicket] = field(default_factory=deque)
     closed: bool = False
     busy_seconds: float = 0.0  # total time workers spent executing steps (INFO)
-    executed: int = 0
+    executed: int = 0  # model/script calls made (a batch is one call)
+    batched_requests: int = 0  # requests that ran inside a batch of two or more
 
     def push_back(self, ticket: DeviceTicket) -> None:
         with self.cond:
@@ -39,18 +41,53 @@ class DeviceQueue:
             self.items.appendleft(ticket)
             self.cond.notify()
 
-    def take_locked(self, now: float) -> tuple[DeviceTicket | None, float | None]:
-        """(Call with ``cond`` held.) The first ticket that can move — ready, or dead and only to be
-        finished — removed from the queue; else (None, seconds until the earliest deadline or None)."""
+    def take_locked(self, now: float) -> tuple[list[DeviceTicket], float | None]:
+        """(Call with ``cond`` held.) The first work that can move, removed from the queue: a dead ticket
+        (only to be finished), a ready ticket, or a batch of ready tickets for one model. Else ([], seconds
+        until the earliest deadline or batch wake-up, or None to sleep until woken)."""
         earliest: float | None = None
         for position, ticket in enumerate(self.items):
             run = ticket.run
-            if run.is_dead(now) or ticket.ready():
+            if run.is_dead(now) or (ticket.ready() and ticket.current.batch is None):
                 del self.items[position]
-                return ticket, None
-            if run.deadline is not None and (earliest is None or run.deadline < earliest):
-                earliest = run.deadline
-        return None, (max(earliest - now, 0.0) + 0.0005 if earliest is not None else None)
+                return [ticket], None
+            wake = run.deadline
+            if ticket.ready():
+                decision = self._batch_from(position, now)
+                if isinstance(decision, list):
+                    return decision, None
+                wake = decision if wake is None or (decision is not None and decision < wake) else wake
+            if wake is not None and (earliest is None or wake < earliest):
+                earliest = wake
+        return [], (max(earliest - now, 0.0) + 0.0005 if earliest is not None else None)
+
+    def _batch_from(self, position: int, now: float) -> list[DeviceTicket] | float | None:
+        """Run the ticket at ``position`` with partners behind it (removed and returned), or wait (the time
+        to look again)."""
+        head = self.items[position]
+        spec = head.current.batch
+        assert spec is not None
+        tickets, candidates = [head], []
+        head_candidate = head.batch_candidate()
+        assert head_candidate is not None
+        candidates.append(head_candidate)
+        for ticket in list(self.items)[position + 1 :]:
+            step = ticket.current
+            if step.batch is None or step.batch.model != spec.model or not ticket.ready():
+                continue
+            if ticket.run.is_dead(now):
+                continue
+            candidate = ticket.batch_candidate()
+            if candidate is not None:
+                tickets.append(ticket)
+                candidates.append(candidate)
+        decision = select_batch(spec.policy, candidates, now)
+        if isinstance(decision, WaitForBatch):
+            return decision.until
+        chosen = [tickets[i] for i in decision.members]
+        for ticket in chosen:
+            self.items.remove(ticket)
+        return chosen
 
     def wake(self) -> None:
         with self.cond:

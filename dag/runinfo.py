@@ -13,17 +13,26 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from backends.errors import AIError
+from dag.batching import BatchCandidate, BatchPolicy, batch_size_of
 
 
 class Work(Protocol):
     """What a step does on its worker thread: input slot values in, output slot values out."""
 
     def __call__(self, inputs: list[Any]) -> list[Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BatchSpec:
+    """A model step that may be batched with other requests for the same loaded model."""
+
+    policy: BatchPolicy
+    model: Hashable
 
 
 @dataclass(slots=True, eq=False)
@@ -40,6 +49,7 @@ class Step:
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     work: Work | None = None
+    batch: BatchSpec | None = None
 
 
 @dataclass(slots=True)
@@ -125,6 +135,20 @@ class DeviceTicket:
 
     def ready(self) -> bool:
         return self.run.ready(self.current)
+
+    def inputs(self) -> list[Any]:
+        run = self.run
+        return [run.slots[i] for i in self.current.inputs]
+
+    def batch_candidate(self) -> BatchCandidate | None:
+        """What the batching policy needs to know about this (ready) ticket, if its next op can batch."""
+        spec = self.current.batch
+        if spec is None:
+            return None
+        tensors = self.inputs()
+        shapes = [tuple(t.shape) for t in tensors]
+        signature = tuple((str(t.dtype), shape[1:]) for t, shape in zip(tensors, shapes, strict=True))
+        return BatchCandidate(spec.model, signature, batch_size_of(shapes), self.enqueued_at, self.run.deadline)
 
 
 def make_tickets(run: RunInfo) -> list[DeviceTicket]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 
+from backends.batching import concat_inputs, split_outputs
 from backends.errors import AIError
 from dag.queues import DeviceQueue
 from dag.runinfo import DeviceTicket, RunInfo
@@ -24,22 +25,27 @@ class Worker:
         self.queue = queue
 
     def run(self) -> None:
-        while (ticket := self._next_ticket()) is not None:
+        while tickets := self._next_work():
             try:
-                self._step(ticket)
+                if len(tickets) == 1:
+                    self._step(tickets[0])
+                else:
+                    self._batched_step(tickets)
             except Exception:  # defensive: the loop itself must survive anything
                 log.exception("worker %s failed on a ticket", self.queue.name)
-                self._finish(ticket)
+                for ticket in tickets:
+                    self._finish(ticket)
 
-    def _next_ticket(self) -> DeviceTicket | None:
+    def _next_work(self) -> list[DeviceTicket]:
+        """One ticket, or several batched ones; [] when the queue is closed and empty."""
         queue = self.queue
         with queue.cond:
             while True:
-                ticket, wait = queue.take_locked(time.monotonic())
-                if ticket is not None:
-                    return ticket
+                tickets, wait = queue.take_locked(time.monotonic())
+                if tickets:
+                    return tickets
                 if queue.closed and not queue.items:
-                    return None
+                    return []
                 queue.cond.wait(wait)
 
     def _step(self, ticket: DeviceTicket) -> None:
@@ -48,12 +54,45 @@ class Worker:
             self._finish(ticket)
             return
         self._execute(run, ticket)
+        self._advance(ticket)
+
+    def _advance(self, ticket: DeviceTicket) -> None:
+        """After a step: wake the run's other devices, then put the ticket back at the head or let it go."""
+        run = ticket.run
         ticket.cursor += 1
         self._wake_other_devices(run)
         if ticket.finished or run.is_dead(time.monotonic()):
             self._finish(ticket)
         else:
             self.queue.push_front(ticket)
+
+    def _batched_step(self, tickets: list[DeviceTicket]) -> None:
+        """One model call for several requests: inputs concatenated along dim 0, outputs split back; an error
+        (a backend error, or outputs whose dim 0 is not the batch's total) goes to every member."""
+        steps = [ticket.current for ticket in tickets]
+        inputs = [ticket.inputs() for ticket in tickets]
+        sizes = [int(member[0].shape[0]) for member in inputs]
+        work = steps[0].work
+        assert work is not None
+        started = time.perf_counter()
+        try:
+            per_member = split_outputs(work(concat_inputs(inputs)), sizes)
+        except Exception as exc:
+            error = exc if isinstance(exc, AIError) else AIError(f"ERR {type(exc).__name__}: {exc}")
+            for ticket, step in zip(tickets, steps, strict=True):
+                ticket.run.record_failure(step, error, _micros_since(started))
+        else:
+            for ticket, step, outputs in zip(tickets, steps, per_member, strict=True):
+                ticket.run.record_success(step, outputs, _micros_since(started))
+        self._count(time.perf_counter() - started, batch=len(tickets))
+        for ticket in tickets:
+            self._advance(ticket)
+
+    def _count(self, elapsed: float, batch: int = 1) -> None:
+        with self.queue.cond:
+            self.queue.busy_seconds += elapsed
+            self.queue.executed += 1
+            self.queue.batched_requests += batch if batch > 1 else 0
 
     def _execute(self, run: RunInfo, ticket: DeviceTicket) -> None:
         step = ticket.current
@@ -71,10 +110,7 @@ class Worker:
             run.record_failure(step, AIError(f"ERR {type(exc).__name__}: {exc}"), _micros_since(started))
         else:
             run.record_success(step, outputs, _micros_since(started))
-        elapsed = time.perf_counter() - started
-        with self.queue.cond:
-            self.queue.busy_seconds += elapsed
-            self.queue.executed += 1
+        self._count(time.perf_counter() - started)
 
     def _wake_other_devices(self, run: RunInfo) -> None:
         for queue in run.waiters:

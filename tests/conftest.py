@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -51,3 +54,24 @@ def client(server: RunningServer) -> Iterator[redis.Redis]:
     conn = server.client()
     yield conn
     conn.close()
+
+
+CLIENT_VENV = Path(__file__).resolve().parents[1] / ".clients" / "redisai-venv"
+REQUIREMENTS = ("redisai==1.3.0", "numpy<2")
+
+
+@pytest.fixture(scope="session")
+def redisai_python() -> Path:
+    """The ``redisai`` client's own interpreter (redisai 1.3.0 pins redis 4.x and numpy<2, which this
+    project's environment does not have); the virtualenv .clients/redisai-venv is made once and kept."""
+    python = CLIENT_VENV / "bin" / "python"
+    marker = CLIENT_VENV / ".installed"
+    wanted = " ".join(REQUIREMENTS)
+    if not marker.exists() or marker.read_text() != wanted:
+        shutil.rmtree(CLIENT_VENV, ignore_errors=True)
+        CLIENT_VENV.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "venv", str(CLIENT_VENV)], check=True, timeout=300)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        *REQUIREMENTS], check=True, timeout=900)
+        marker.write_text(wanted)
+    return python

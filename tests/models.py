@@ -105,3 +105,23 @@ def onnx_mlp(seed: int = 0) -> bytes:
                       input_names=["x"], output_names=["y"],
                       dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False)
     return buffer.getvalue()
+
+
+class _SumRows(torch.nn.Module):
+    """Always one row out, whatever the batch: a model whose batch dimension is wrong when batched."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.sum(0, keepdim=True)
+
+
+def torch_sum_rows() -> bytes:
+    return _save(torch.jit.script(_SumRows()))
+
+
+def torch_wide_mlp(seed: int = 0) -> bytes:
+    """1024 → 2048 → 2048 → 10 (24 MB of weights): at batch 1 each call streams every weight from memory,
+    so one call of 32 rows costs little more than one row — the case auto-batching is for."""
+    torch.manual_seed(seed)
+    net = torch.nn.Sequential(torch.nn.Linear(1024, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 2048),
+                              torch.nn.ReLU(), torch.nn.Linear(2048, 10)).eval()
+    return _save(torch.jit.trace(net, torch.zeros(1, 1024)))

@@ -25,8 +25,9 @@ from backends.objects import (
     model_hash_fields,
 )
 from backends.tensor import HEADER_SIZE, Tensor, decode_tensor, encode_tensor, looks_like_tensor
+from dag.batching import BatchPolicy
 from dag.execute import ModelWork
-from dag.runinfo import RunInfo, Step
+from dag.runinfo import BatchSpec, RunInfo, Step
 from server.ai import RunStats
 from server.commands.model_args import (
     ModelExecuteRequest,
@@ -180,7 +181,7 @@ async def _execute(client: ClientConnection, argv: list[bytes], parse: ParseExec
     inputs = [decode_input(v) for v in fetched] if list(req.inputs) == hint else await _read_inputs(keyspace, req)
     if list(req.outputs) == out_hint:
         check_output_types(checks)
-    model = await ai.models.get(meta, lambda: _fetch_blob(keyspace, req.key))
+    model = await ai.models.get(meta, lambda: fetch_blob(keyspace, req.key))
     run = one_op_run(meta, ModelWork(model, len(meta.outputs)), inputs, len(req.outputs), req.timeout_ms)
     await execute_run(ai.queues, run)
     _record_stats(client, req.key, run, inputs)
@@ -223,18 +224,27 @@ async def _read_inputs(keyspace: Keyspace, req: ModelExecuteRequest) -> list[Ten
     return [decode_input(v) for v in await keyspace.read_many(list(req.inputs))]
 
 
-async def _fetch_blob(keyspace: Keyspace, key: bytes) -> bytes:
+async def fetch_blob(keyspace: Keyspace, key: bytes) -> bytes:
     blob = await keyspace.call(b"HGET", key, b"blob")
     if not isinstance(blob, bytes):
         raise AIError(msgs.MODEL_KEY_EMPTY_MSG)
     return blob
 
 
+def batch_spec(meta: ModelMeta) -> BatchSpec | None:
+    """Auto-batching for a model stored with BATCHSIZE > 0: partners must use the very same loaded model."""
+    if meta.batchsize <= 0:
+        return None
+    policy = BatchPolicy(meta.batchsize, meta.minbatchsize, meta.minbatchtimeout)
+    return BatchSpec(policy, (meta.backend, meta.device.queue_name, meta.digest))
+
+
 def one_op_run(meta: ModelMeta, work: ModelWork, inputs: list[Tensor], n_outputs: int,
                timeout_ms: int | None) -> RunInfo:
     """A single MODELEXECUTE as a one-op DAG: inputs in slots 0..n-1, outputs after them."""
     n_in = len(inputs)
-    step = Step(0, meta.device.queue_name, tuple(range(n_in)), tuple(range(n_in, n_in + n_outputs)), work)
+    step = Step(0, meta.device.queue_name, tuple(range(n_in)), tuple(range(n_in, n_in + n_outputs)), work,
+                batch_spec(meta))
     deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
     return RunInfo([step], [*inputs, *([None] * n_outputs)], deadline=deadline)
 
@@ -245,14 +255,5 @@ async def write_outputs(keyspace: Keyspace, keys: tuple[bytes, ...], tensors: li
 
 
 def _record_stats(client: ClientConnection, key: bytes, run: RunInfo, inputs: list[Tensor]) -> None:
-    stats = client.ctx.ai.stats.get(key)
-    if stats is None:
-        return
-    result = run.results[0]
-    if result.ok:
-        stats.calls += 1
-        stats.duration_us += result.duration_us
-        stats.samples += inputs[0].shape[0] if inputs and inputs[0].shape else 1
-    elif result.error is not None:
-        stats.calls += 1
-        stats.errors += 1
+    samples = inputs[0].shape[0] if inputs and inputs[0].shape else 1
+    client.ctx.ai.record(key, run.results[0], samples)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from server.commands import generic, introspection, model, tensor
+from server.commands import dag, generic, introspection, model, tensor
 from server.commands.spec import CommandSpec
 
 _CONNECTION = "connection"
@@ -70,6 +70,21 @@ COMMAND_TABLE: Mapping[str, CommandSpec] = MappingProxyType({
                     "AI.MODELRUN key [TIMEOUT ms] INPUTS key ... OUTPUTS key ...", waits=True, ai=True),
         CommandSpec("AI._MODELSCAN", model.cmd_modelscan, -1, ("readonly",), 0, 0, 0, _AI,
                     "Lists the models stored through this server (experimental).", "AI._MODELSCAN", ai=True),
+        CommandSpec("AI.DAGEXECUTE", dag.cmd_dagexecute, -1, _EXEC_FLAGS, 0, 0, 0, _AI,
+                    "Runs a DAG of tensor, model and script ops, across devices.",
+                    "AI.DAGEXECUTE [LOAD n key ...] [PERSIST n key ...] [ROUTING key] [TIMEOUT ms] |> op [|> op ...]",
+                    waits=True, ai=True),
+        CommandSpec("AI.DAGEXECUTE_RO", dag.cmd_dagexecute_ro, -1, ("readonly", "movablekeys"), 0, 0, 0, _AI,
+                    "Runs a read-only DAG (no PERSIST, no scripts).",
+                    "AI.DAGEXECUTE_RO [LOAD n key ...] [ROUTING key] [TIMEOUT ms] |> op [|> op ...]",
+                    waits=True, ai=True),
+        CommandSpec("AI.DAGRUN", dag.cmd_dagrun, -1, _EXEC_FLAGS, 0, 0, 0, _AI,
+                    "Runs a DAG (deprecated 1.0 form: MODELRUN and SCRIPTRUN ops).",
+                    "AI.DAGRUN [LOAD n key ...] [PERSIST n key ...] [TIMEOUT ms] |> op [|> op ...]",
+                    waits=True, ai=True),
+        CommandSpec("AI.DAGRUN_RO", dag.cmd_dagrun_ro, -1, ("readonly", "movablekeys"), 0, 0, 0, _AI,
+                    "Runs a read-only DAG (deprecated 1.0 form).",
+                    "AI.DAGRUN_RO [LOAD n key ...] [TIMEOUT ms] |> op [|> op ...]", waits=True, ai=True),
     )
 })
 

@@ -6,17 +6,12 @@ have, so it runs from its own virtualenv (.clients/redisai-venv, gitignored), cr
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support import RunningServer
-
-CLIENT_VENV = Path(__file__).resolve().parents[2] / ".clients" / "redisai-venv"
-REQUIREMENTS = ("redisai==1.3.0", "numpy<2")
 
 CLIENT_SCRIPT = r'''
 import sys
@@ -59,22 +54,6 @@ else:
     raise AssertionError("missing key accepted")
 print("redisai client: all round trips ok")
 '''
-
-
-@pytest.fixture(scope="session")
-def redisai_python() -> Path:
-    """The redisai client's own interpreter; the virtualenv is made on first use and kept."""
-    python = CLIENT_VENV / "bin" / "python"
-    marker = CLIENT_VENV / ".installed"
-    wanted = " ".join(REQUIREMENTS)
-    if not marker.exists() or marker.read_text() != wanted:
-        shutil.rmtree(CLIENT_VENV, ignore_errors=True)
-        CLIENT_VENV.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "venv", str(CLIENT_VENV)], check=True, timeout=300)
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        *REQUIREMENTS], check=True, timeout=900)
-        marker.write_text(wanted)
-    return python
 
 
 @pytest.mark.timeout(1200)

@@ -53,20 +53,20 @@ def test_take_skips_tickets_whose_inputs_are_missing() -> None:
     blocked = RunInfo([Step(0, "CPU", (0,), (1,))], [None, None])
     ready = RunInfo([Step(0, "CPU", (0,), (1,))], [41, None])
     queue.items.extend([DeviceTicket(blocked, "CPU", [0]), DeviceTicket(ready, "CPU", [0])])
-    ticket, _ = queue.take_locked(time.monotonic())
-    assert ticket is not None and ticket.run is ready
-    ticket, wait = queue.take_locked(time.monotonic())
-    assert ticket is None and wait is None  # nothing ready, no deadline: sleep until woken
+    tickets, _ = queue.take_locked(time.monotonic())
+    assert [t.run for t in tickets] == [ready]
+    tickets, wait = queue.take_locked(time.monotonic())
+    assert tickets == [] and wait is None  # nothing ready, no deadline: sleep until woken
 
 
 def test_take_returns_the_deadline_to_wait_for() -> None:
     queue = DeviceQueue("CPU")
     run = RunInfo([Step(0, "CPU", (0,), ())], [None], deadline=time.monotonic() + 5)
     queue.items.append(DeviceTicket(run, "CPU", [0]))
-    ticket, wait = queue.take_locked(time.monotonic())
-    assert ticket is None and wait is not None and 4 < wait <= 5.01
-    ticket, _ = queue.take_locked(time.monotonic() + 6)
-    assert ticket is not None and ticket.run.timed_out
+    tickets, wait = queue.take_locked(time.monotonic())
+    assert tickets == [] and wait is not None and 4 < wait <= 5.01
+    tickets, _ = queue.take_locked(time.monotonic() + 6)
+    assert len(tickets) == 1 and tickets[0].run.timed_out
 
 
 def test_chain_across_two_devices() -> None:

@@ -1,0 +1,152 @@
+"""The DAG command's header and op split (REDISAI-REFERENCE §2.13, §2.17.5): pure, no store.
+
+``AI.DAGEXECUTE [LOAD n key...] [PERSIST n key...] [KEYS n key...] [ROUTING key] [TIMEOUT ms] |> op |> op...``
+
+The header clauses may come in any order, each once, all before the first ``|>``. RedisAI reads LOAD keys
+from the keyspace while it walks the header, so a missing LOAD key is reported before a header error that
+comes after the LOAD clause. To keep this function pure, it stops at the first header error and returns it
+(``error``) together with the LOAD keys seen before it; the caller reads those keys first and raises their
+errors, then this one. ``KEYS`` is accepted as a routing declaration (as ROUTING; the 1.2 docs list it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from backends import errors as msgs
+from backends.errors import AIError
+from backends.tensor_args import parse_strict_int
+
+OP_SEPARATOR = b"|>"
+
+
+@dataclass(frozen=True, slots=True)
+class DagKind:
+    """Which DAG command: its name, whether it is read-only, whether it is the deprecated 1.0 form."""
+
+    name: str
+    read_only: bool
+    deprecated: bool
+
+
+DAGEXECUTE = DagKind("AI.DAGEXECUTE", read_only=False, deprecated=False)
+DAGEXECUTE_RO = DagKind("AI.DAGEXECUTE_RO", read_only=True, deprecated=False)
+DAGRUN = DagKind("AI.DAGRUN", read_only=False, deprecated=True)
+DAGRUN_RO = DagKind("AI.DAGRUN_RO", read_only=True, deprecated=True)
+
+
+@dataclass(slots=True)
+class DagHeader:
+    """The parsed header and the raw argv of every op (each starting with the op's command name)."""
+
+    load: list[bytes] = field(default_factory=list)
+    persist: list[bytes] = field(default_factory=list)
+    keys: list[bytes] = field(default_factory=list)
+    routing: bytes | None = None
+    timeout_ms: int | None = None
+    ops: list[list[bytes]] = field(default_factory=list)
+    error: AIError | None = None
+    _seen: set[bytes] = field(default_factory=set)
+
+
+def check_arity(argv: list[bytes], kind: DagKind) -> None:
+    if kind.deprecated and len(argv) < 4:
+        raise AIError(msgs.DAG_WRONG_ARITY_FMT.format(cmd=kind.name))
+    if not kind.deprecated and len(argv) < 6:
+        raise AIError(msgs.DAG_MISSING_ARGS_FMT.format(cmd=kind.name))
+
+
+def _counted(argv: list[bytes], pos: int, missing: str, bad_count: str, mismatch: str) -> list[bytes]:
+    """``KEYWORD n item...`` starting at ``pos``: the n items (``|>`` gets no special treatment, as in RedisAI)."""
+    if len(argv) - pos < 3:
+        raise AIError(missing)
+    count = parse_strict_int(argv[pos + 1])
+    if count is None or count <= 0:
+        raise AIError(bad_count)
+    items = argv[pos + 2 : pos + 2 + count]
+    if len(items) < count:
+        raise AIError(mismatch)
+    return items
+
+
+def _persist(argv: list[bytes], pos: int, kind: DagKind) -> list[bytes]:
+    if kind.read_only:
+        raise AIError(msgs.DAG_PERSIST_RO_MSG)
+    names = _counted(argv, pos, msgs.DAG_PERSIST_MISSING_ARGS_MSG, msgs.DAG_PERSIST_COUNT_MSG,
+                     msgs.DAG_PERSIST_MISMATCH_MSG)
+    if len(set(names)) != len(names):
+        raise AIError(msgs.DAG_PERSIST_UNIQUE_MSG)
+    return names
+
+
+def _timeout(argv: list[bytes], pos: int) -> int | None:
+    """Quirk kept: 0 and negative values are accepted and mean no timeout."""
+    if pos + 1 >= len(argv):
+        raise AIError(msgs.NO_TIMEOUT_VALUE_MSG)
+    value = parse_strict_int(argv[pos + 1])
+    if value is None:
+        raise AIError(msgs.INVALID_TIMEOUT_MSG)
+    return value if value > 0 else None
+
+
+def _collect_op(argv: list[bytes], pos: int) -> list[bytes]:
+    end = pos
+    while end < len(argv) and argv[end] != OP_SEPARATOR:
+        end += 1
+    return argv[pos:end]
+
+
+def _header_clause(header: DagHeader, argv: list[bytes], pos: int, kind: DagKind) -> int:
+    """Parse the clause at ``pos``; return the position after it."""
+    word = argv[pos].upper()
+    if word in header._seen or header.ops:
+        raise AIError(msgs.DAG_UNEXPECTED_ARG_FMT.format(arg=argv[pos].decode(errors="replace")))
+    header._seen.add(word)
+    if word == b"LOAD":
+        header.load = _counted(argv, pos, msgs.DAG_LOAD_MISSING_ARGS_MSG, msgs.DAG_LOAD_COUNT_MSG,
+                               msgs.DAG_LOAD_MISMATCH_MSG)
+        return pos + 2 + len(header.load)
+    if word == b"PERSIST":
+        header.persist = _persist(argv, pos, kind)
+        return pos + 2 + len(header.persist)
+    if word == b"KEYS":
+        header.keys = _counted(argv, pos, msgs.DAG_KEYS_MISSING_ARGS_MSG, msgs.DAG_KEYS_COUNT_MSG,
+                               msgs.DAG_KEYS_MISMATCH_MSG)
+        return pos + 2 + len(header.keys)
+    if word == b"ROUTING":
+        if pos + 1 >= len(argv):
+            raise AIError(msgs.DAG_ROUTING_MISSING_MSG)
+        header.routing = argv[pos + 1]
+        return pos + 2
+    header.timeout_ms = _timeout(argv, pos)
+    return pos + 2
+
+
+_CLAUSES = (b"LOAD", b"PERSIST", b"KEYS", b"ROUTING", b"TIMEOUT")
+
+
+def parse_header(argv: list[bytes], kind: DagKind) -> DagHeader:
+    """Walk the header and split the ops. Arity errors raise; any later error is returned in ``error``."""
+    check_arity(argv, kind)
+    header = DagHeader()
+    pos = 1
+    try:
+        while pos < len(argv):
+            if argv[pos] == OP_SEPARATOR and pos < len(argv) - 1:
+                header.ops.append(_collect_op(argv, pos + 1))
+                pos += 1 + len(header.ops[-1])
+            elif argv[pos].upper() in _CLAUSES:
+                pos = _header_clause(header, argv, pos, kind)
+            else:
+                raise AIError(msgs.DAG_UNEXPECTED_ARG_FMT.format(arg=argv[pos].decode(errors="replace")))
+        if not kind.deprecated and not (header.load or header.persist or header.routing or header.keys):
+            raise AIError(msgs.DAG_NEEDS_KEYWORD_MSG)
+        if not header.ops:
+            raise AIError(msgs.DAG_EMPTY_MSG)
+    except AIError as exc:
+        header.error = exc
+    return header
+
+
+def op_name(op_argv: list[bytes]) -> bytes:
+    return op_argv[0].upper() if op_argv else b""

@@ -1,0 +1,168 @@
+"""AI.DAGEXECUTE / AI.DAGEXECUTE_RO and the deprecated AI.DAGRUN / AI.DAGRUN_RO.
+
+One round trip reads every LOAD tensor, every model's metadata and every PERSIST key's type; the ops are
+parsed in order against that; local names become slots (dag.mangle); the model and script ops become the
+steps of one RunInfo fanned out to their devices; the reply is built when the last device lets go, and the
+PERSIST keys are written in one atomic round trip before it is sent.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from backends import errors as msgs
+from backends.errors import AIError
+from backends.objects import MODEL_META_FIELDS
+from backends.tensor import encode_tensor
+from backends.tensor_args import tensorget_reply
+from dag.execute import ModelWork
+from dag.mangle import ResolvedDag, resolve
+from dag.ops import DagOp, ModelOp, ScriptOp, TensorGetOp, TensorSetOp
+from dag.parse import DAGEXECUTE, DAGEXECUTE_RO, DAGRUN, DAGRUN_RO, DagHeader, DagKind, parse_header
+from dag.runinfo import RunInfo, Step, Work
+from server.ai import AIState
+from server.commands.dag_ops import objects_named, parse_ops
+from server.commands.model import batch_spec, check_output_types, decode_input, fetch_blob, output_type_checks
+from server.execution import execute_run
+from server.keyspace import Keyspace
+from server.resp import OK, Status
+
+if TYPE_CHECKING:
+    from server.connection import ClientConnection
+
+NA = Status(msgs.NA_STATUS)
+
+
+async def cmd_dagexecute(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AI.DAGEXECUTE [LOAD n key...] [PERSIST n key...] [ROUTING key] [TIMEOUT ms] |> op [|> op ...]"""
+    return await run_dag(client, argv, DAGEXECUTE)
+
+
+async def cmd_dagexecute_ro(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AI.DAGEXECUTE_RO [LOAD n key...] [ROUTING key] [TIMEOUT ms] |> op [|> op ...]"""
+    return await run_dag(client, argv, DAGEXECUTE_RO)
+
+
+async def cmd_dagrun(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AI.DAGRUN [LOAD n key...] [PERSIST n key...] [TIMEOUT ms] |> op [|> op ...]   (deprecated)"""
+    return await run_dag(client, argv, DAGRUN)
+
+
+async def cmd_dagrun_ro(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AI.DAGRUN_RO [LOAD n key...] [TIMEOUT ms] |> op [|> op ...]   (deprecated)"""
+    return await run_dag(client, argv, DAGRUN_RO)
+
+
+async def run_dag(client: ClientConnection, argv: list[bytes], kind: DagKind) -> Any:
+    header = parse_header(argv, kind)
+    keyspace, ai = client.keyspace(), client.ctx.ai
+    ops, loaded, persist_checks = await _parse_with_store(keyspace, header, kind)
+    resolved = resolve(header.load, ops, header.persist)
+    works = await _works(ai, keyspace, ops)
+    run, step_of_op = build_run(ops, resolved, loaded, works, header.timeout_ms)
+    if run.steps:
+        await execute_run(ai.queues, run)
+    _record_stats(ai, ops, run, step_of_op)
+    if run.timed_out:
+        return Status(msgs.TIMEDOUT_STATUS)
+    reply = [_op_element(op, i, run, resolved, step_of_op) for i, op in enumerate(ops)]
+    if run.error is None and header.persist:
+        failure = await _persist(keyspace, resolved, run, persist_checks)
+        if failure is not None:
+            reply.append(failure)
+    return reply
+
+
+async def _parse_with_store(keyspace: Keyspace, header: DagHeader,
+                            kind: DagKind) -> tuple[list[DagOp], list[Any], list[Any]]:
+    """The one round trip before queuing: LOAD tensors, model metadata, PERSIST key types; then the op parse."""
+    models, _scripts = objects_named(header.ops) if header.error is None else ([], [])
+    commands: list[tuple[bytes, ...]] = [(b"GET", key) for key in header.load]
+    for key in models:
+        commands += [(b"HMGET", key, *MODEL_META_FIELDS), (b"EXISTS", key)]
+    commands += output_type_checks(header.persist)
+    replies = await keyspace.pipeline(commands)
+    n_load, n_models = len(header.load), 2 * len(models)
+    loaded = [decode_input(value) for value in replies[:n_load]]
+    if header.error is not None:
+        raise header.error
+    model_replies = replies[n_load : n_load + n_models]
+    lookup = {key: (model_replies[2 * i], model_replies[2 * i + 1]) for i, key in enumerate(models)}
+    ops = parse_ops(header.ops, kind, lookup, None)
+    return ops, loaded, replies[n_load + n_models :]
+
+
+async def _works(ai: AIState, keyspace: Keyspace, ops: list[DagOp]) -> dict[int, Work]:
+    """The worker-side callable of every model op (models loaded or taken from the cache)."""
+    works: dict[int, Work] = {}
+    for index, op in enumerate(ops):
+        if isinstance(op, ModelOp):
+            model = await ai.models.get(op.meta, _blob_of(keyspace, op.key))
+            works[index] = ModelWork(model, len(op.meta.outputs))
+    return works
+
+
+def _blob_of(keyspace: Keyspace, key: bytes) -> Callable[[], Awaitable[bytes]]:
+    return lambda: fetch_blob(keyspace, key)
+
+
+def build_run(ops: list[DagOp], resolved: ResolvedDag, loaded: list[Any], works: dict[int, Work],
+              timeout_ms: int | None) -> tuple[RunInfo, dict[int, int]]:
+    """Slots filled with the LOADed and TENSORSET tensors; one step per model or script op."""
+    slots: list[Any] = [None] * resolved.n_slots
+    for slot, tensor in zip(resolved.load_slots, loaded, strict=True):
+        slots[slot] = tensor
+    steps: list[Step] = []
+    step_of_op: dict[int, int] = {}
+    for index, op in enumerate(ops):
+        if isinstance(op, TensorSetOp):
+            slots[resolved.op_outputs[index][0]] = op.tensor
+        elif isinstance(op, (ModelOp, ScriptOp)):
+            step_of_op[index] = len(steps)
+            batch = batch_spec(op.meta) if isinstance(op, ModelOp) else None
+            steps.append(Step(len(steps), op.meta.device.queue_name, resolved.op_inputs[index],
+                              resolved.op_outputs[index], works[index], batch))
+    deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
+    return RunInfo(steps, slots, deadline=deadline), step_of_op
+
+
+def _op_element(op: DagOp, index: int, run: RunInfo, resolved: ResolvedDag, step_of_op: dict[int, int]) -> Any:
+    if isinstance(op, TensorSetOp):
+        return OK
+    if isinstance(op, TensorGetOp):
+        tensor = run.slots[resolved.op_inputs[index][0]]
+        if tensor is None:
+            return NA
+        try:
+            return tensorget_reply(tensor, op.fmt)
+        except AIError as exc:
+            return exc
+    result = run.results[step_of_op[index]]
+    if result.ok:
+        return OK
+    return result.error if result.error is not None else NA
+
+
+async def _persist(keyspace: Keyspace, resolved: ResolvedDag, run: RunInfo, checks: list[Any]) -> AIError | None:
+    """Write every PERSIST tensor in one MULTI/EXEC; a key holding a non-tensor is the extra error element."""
+    try:
+        check_output_types(checks)
+    except AIError as exc:
+        return exc
+    writes = [(b"SET", name, encode_tensor(run.slots[slot])) for name, slot in resolved.persist]
+    try:
+        await keyspace.write_atomic(writes)
+    except AIError as exc:
+        return exc
+    return None
+
+
+def _record_stats(ai: AIState, ops: list[DagOp], run: RunInfo, step_of_op: dict[int, int]) -> None:
+    for index, step_index in step_of_op.items():
+        op = ops[index]
+        assert isinstance(op, (ModelOp, ScriptOp))
+        first_input = run.slots[run.steps[step_index].inputs[0]] if run.steps[step_index].inputs else None
+        samples = first_input.shape[0] if first_input is not None and first_input.shape else 1
+        ai.record(op.key, run.results[step_index], samples)

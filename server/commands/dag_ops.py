@@ -1,0 +1,101 @@
+"""Parsing the ops of a DAG, in order, with the model and script metadata already fetched (pure).
+
+RedisAI looks each op's model or script up while it parses that op, so ``model key is empty`` for the third
+op comes after a syntax error in the second. The caller fetches every object the ops name in one round trip
+(``objects_named``) and passes the results here; the checks then run exactly in RedisAI's order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from backends import errors as msgs
+from backends.errors import AIError
+from backends.objects import ModelMeta, decode_model_meta
+from backends.tensor_args import build_tensor, parse_tensorset, tensorget_format
+from dag.ops import DagOp, ModelOp, TensorGetOp, TensorSetOp
+from dag.parse import DagKind, op_name
+from server.commands.model_args import (
+    check_modelexecute_arity,
+    check_modelrun_arity,
+    parse_modelexecute,
+    parse_modelrun,
+)
+
+MODEL_OPS = (b"AI.MODELEXECUTE", b"AI.MODELRUN")
+SCRIPT_OPS = (b"AI.SCRIPTEXECUTE", b"AI.SCRIPTRUN")
+
+# (key, fetched HMGET reply, fetched EXISTS reply) → the object's metadata or an AIError to raise.
+ModelLookup = Mapping[bytes, tuple[Any, Any]]
+ScriptParser = Callable[[list[bytes], DagKind, Any], DagOp]
+
+
+def objects_named(ops: list[list[bytes]]) -> tuple[list[bytes], list[bytes]]:
+    """The model keys and script keys the ops name (second argument), to fetch before parsing."""
+    models = [op[1] for op in ops if len(op) > 1 and op_name(op) in MODEL_OPS]
+    scripts = [op[1] for op in ops if len(op) > 1 and op_name(op) in SCRIPT_OPS]
+    return list(dict.fromkeys(models)), list(dict.fromkeys(scripts))
+
+
+def _allowed(name: bytes, kind: DagKind) -> None:
+    """Which op names each DAG command accepts, with RedisAI's texts for the others."""
+    if kind.deprecated:
+        if name in (b"AI.MODELEXECUTE", b"AI.SCRIPTEXECUTE"):
+            raise AIError(msgs.DAG_NEW_IN_DAGRUN_FMT.format(op=name.decode()))
+        if name not in (b"AI.TENSORSET", b"AI.TENSORGET", b"AI.MODELRUN", b"AI.SCRIPTRUN"):
+            raise AIError(msgs.DAG_UNSUPPORTED_OP_MSG)
+        return
+    if name == b"AI.SCRIPTEXECUTE" and kind.read_only:
+        raise AIError(msgs.DAG_SCRIPTEXECUTE_RO_MSG)
+    if name in (b"AI.MODELRUN", b"AI.SCRIPTRUN"):
+        raise AIError(msgs.DAG_DEPRECATED_IN_EXECUTE_FMT.format(op=name.decode()))
+    if name not in (b"AI.TENSORSET", b"AI.TENSORGET", b"AI.MODELEXECUTE", b"AI.SCRIPTEXECUTE"):
+        raise AIError(msgs.DAG_UNSUPPORTED_OP_MSG)
+
+
+def _model_meta(key: bytes, models: ModelLookup) -> ModelMeta:
+    values, exists = models[key]
+    meta = decode_model_meta(values, exists)
+    if meta is None:
+        raise AIError(msgs.MODEL_KEY_EMPTY_MSG)
+    return meta
+
+
+def _model_op(argv: list[bytes], models: ModelLookup) -> ModelOp:
+    modern = op_name(argv) == b"AI.MODELEXECUTE"
+    (check_modelexecute_arity if modern else check_modelrun_arity)(argv)
+    meta = _model_meta(argv[1], models)
+    parse = parse_modelexecute if modern else parse_modelrun
+    try:
+        req = parse(argv, len(meta.inputs), len(meta.outputs))
+    except AIError as exc:
+        if exc.message in (msgs.INVALID_TIMEOUT_MSG, msgs.NO_TIMEOUT_VALUE_MSG):  # a TIMEOUT clause was there
+            raise AIError(msgs.DAG_TIMEOUT_IN_OP_MSG) from None
+        raise
+    if req.timeout_ms is not None:
+        raise AIError(msgs.DAG_TIMEOUT_IN_OP_MSG)
+    return ModelOp(argv[1], meta, req.inputs, req.outputs)
+
+
+def parse_op(argv: list[bytes], kind: DagKind, models: ModelLookup, scripts: Any,
+             script_parser: ScriptParser | None) -> DagOp:
+    name = op_name(argv)
+    _allowed(name, kind)
+    if name == b"AI.TENSORSET":
+        request = parse_tensorset(argv)
+        return TensorSetOp(request.key, build_tensor(request))
+    if name == b"AI.TENSORGET":
+        fmt = tensorget_format(argv)  # arity first: argv[1] exists after it
+        return TensorGetOp(argv[1], fmt)
+    if name in MODEL_OPS:
+        return _model_op(argv, models)
+    if script_parser is None:
+        raise AIError(msgs.DAG_UNSUPPORTED_OP_MSG)
+    return script_parser(argv, kind, scripts)
+
+
+def parse_ops(op_argvs: list[list[bytes]], kind: DagKind, models: ModelLookup, scripts: Any,
+              script_parser: ScriptParser | None = None) -> list[DagOp]:
+    """Every op, in order; the first failure is the whole command's error."""
+    return [parse_op(argv, kind, models, scripts, script_parser) for argv in op_argvs]

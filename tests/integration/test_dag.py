@@ -1,0 +1,207 @@
+"""AI.DAGEXECUTE(_RO) and AI.DAGRUN(_RO) end to end, on both stores, with real models."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+import redis
+
+from server.config import Config
+from tests import models
+from tests.support import RunningServer, running_server
+
+SET_A = ("AI.TENSORSET", "a", "FLOAT", 2, "VALUES", 1, 2)
+
+
+def dag(conn: redis.Redis, *args: object) -> list[object]:
+    return list(conn.execute_command("AI.DAGEXECUTE", *args))
+
+
+def _store(conn: redis.Redis, key: str, blob: bytes, device: str = "CPU") -> None:
+    conn.execute_command("AI.MODELSTORE", key, "TORCH", device, "BLOB", blob)
+
+
+def test_name_reuse_and_persist(client: redis.Redis) -> None:
+    reply = dag(client, "PERSIST", 1, "t{1}", "|>", "AI.TENSORSET", "t{1}", "FLOAT", 1, 2, "VALUES", 5, 10,
+                "|>", "AI.TENSORGET", "t{1}", "META", "VALUES",
+                "|>", "AI.TENSORSET", "t{1}", "FLOAT", 1, 4, "VALUES", 20, 40, 60, 80,
+                "|>", "AI.TENSORGET", "t{1}", "META", "VALUES")
+    assert reply == [b"OK", [b"dtype", b"FLOAT", b"shape", [1, 2], b"values", [b"5", b"10"]], b"OK",
+                     [b"dtype", b"FLOAT", b"shape", [1, 4], b"values", [b"20", b"40", b"60", b"80"]]]
+    assert client.execute_command("AI.TENSORGET", "t{1}", "VALUES") == [b"20", b"40", b"60", b"80"]
+
+
+def test_local_names_stay_local_and_load_reads(client: redis.Redis) -> None:
+    assert dag(client, "ROUTING", "{1}", "|>", "AI.TENSORSET", "v1", "FLOAT", 1, 2, "VALUES", 5, 10) == [b"OK"]
+    assert client.exists("v1") == 0
+    client.execute_command("AI.TENSORSET", "p{1}", "FLOAT", 2, "VALUES", 5, 10)
+    assert dag(client, "LOAD", 1, "p{1}", "|>", "AI.TENSORGET", "p{1}", "VALUES") == [[b"5", b"10"]]
+
+
+def test_chain_across_devices_with_an_op_reading_and_writing_one_name(client: redis.Redis) -> None:
+    _store(client, "add", models.torch_add(), "CPU:0")
+    _store(client, "double", models.torch_double(), "CPU:1")
+    reply = dag(client, "PERSIST", 1, "x", "|>", *SET_A,
+                "|>", "AI.MODELEXECUTE", "add", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "x",
+                "|>", "AI.MODELEXECUTE", "double", "INPUTS", 1, "x", "OUTPUTS", 1, "x",
+                "|>", "AI.TENSORGET", "x", "VALUES")
+    assert reply == [b"OK", b"OK", b"OK", [b"4", b"8"]]
+    assert client.execute_command("AI.TENSORGET", "x", "VALUES") == [b"4", b"8"]
+
+
+def test_failing_op_gives_error_element_na_and_persists_nothing(client: redis.Redis) -> None:
+    _store(client, "mm", models.torch_matmul())
+    reply = dag(client, "PERSIST", 1, "y", "|>", "AI.TENSORSET", "x", "FLOAT", 2, 3, "VALUES", 1, 2, 3, 4, 5, 6,
+                "|>", "AI.MODELEXECUTE", "mm", "INPUTS", 2, "x", "x", "OUTPUTS", 1, "y",
+                "|>", "AI.TENSORGET", "y", "VALUES")
+    assert reply[0] == b"OK" and isinstance(reply[1], redis.ResponseError) and reply[2] == b"NA"
+    assert client.exists("y") == 0
+
+
+def test_read_only_and_deprecated_forms(client: redis.Redis) -> None:
+    _store(client, "add", models.torch_add())
+    with pytest.raises(redis.ResponseError, match=r"^PERSIST cannot be specified in a read-only DAG$"):
+        client.execute_command("AI.DAGEXECUTE_RO", "PERSIST", 1, "a", "|>", *SET_A)
+    reply = client.execute_command("AI.DAGEXECUTE_RO", "ROUTING", "r", "|>", *SET_A, "|>", "AI.MODELEXECUTE", "add",
+                                   "INPUTS", 2, "a", "a", "OUTPUTS", 1, "b", "|>", "AI.TENSORGET", "b", "VALUES")
+    assert reply == [b"OK", b"OK", [b"2", b"4"]]
+    reply = client.execute_command("AI.DAGRUN", "|>", *SET_A, "|>", "AI.MODELRUN", "add", "INPUTS", "a", "a",
+                                   "OUTPUTS", "b", "|>", "AI.TENSORGET", "b", "VALUES")
+    assert reply == [b"OK", b"OK", [b"2", b"4"]]
+    assert client.execute_command("AI.DAGRUN_RO", "|>", *SET_A, "|>", "AI.TENSORGET", "a", "VALUES") == [
+        b"OK", [b"1", b"2"]]
+    with pytest.raises(redis.ResponseError, match=r"^AI.MODELEXECUTE cannot be used in a deprecated AI.DAGRUN command$"):
+        client.execute_command("AI.DAGRUN", "|>", "AI.MODELEXECUTE", "add", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "b")
+    with pytest.raises(redis.ResponseError, match=r"^Deprecated AI.MODELRUN cannot be used in AI.DAGEXECUTE command$"):
+        dag(client, "ROUTING", "r", "|>", "AI.MODELRUN", "add", "INPUTS", "a", "a", "OUTPUTS", "b")
+    with pytest.raises(redis.ResponseError, match=r"^TIMEOUT not allowed within a DAG command$"):
+        dag(client, "ROUTING", "r", "|>", *SET_A, "|>", "AI.MODELEXECUTE", "add", "INPUTS", 2, "a", "a",
+            "OUTPUTS", 1, "b", "TIMEOUT", 5)
+
+
+def test_parse_errors_write_nothing_and_have_exact_text(server: RunningServer) -> None:
+    conn = server.client()
+    raw = server.raw()
+    cases = [
+        (b"AI.DAGEXECUTE ROUTING r |> AI.TENSORSET a FLOAT 1 VALUES 1 |> AI.NOCOMMAND x\r\n",
+         b"-Unsupported command within DAG\r\n"),
+        (b"AI.DAGEXECUTE PERSIST 1 a |> AI.TENSORSET a FLOAT 1 VALUES 1 |> AI.TENSORGET\r\n",
+         b"-wrong number of arguments for 'AI.TENSORGET' command\r\n"),
+        (b"AI.DAGEXECUTE PERSIST 1 a |> AI.TENSORSET a FLOAT 1 VALUES 1 |> AI.TENSORGET zz\r\n",
+         b"-ERR INPUT key cannot be found in DAG\r\n"),
+        (b"AI.DAGEXECUTE PERSIST 1 b |> AI.TENSORSET a FLOAT 1 VALUES 1 |> AI.TENSORGET a\r\n",
+         b"-ERR PERSIST key cannot be found in DAG\r\n"),
+        (b"AI.DAGEXECUTE LOAD 1 missing |> AI.TENSORGET missing\r\n",
+         b"-ERR tensor key is empty or in a different shard\r\n"),
+        (b"AI.DAGEXECUTE PERSIST 1 a |> AI.TENSORSET a FLOAT 1 VALUES 1 |> AI.MODELEXECUTE nomodel INPUTS 1 a "
+         b"OUTPUTS 1 b\r\n", b"-ERR model key is empty\r\n"),
+        (b"AI.DAGEXECUTE PERSIST 1 a BAD |> AI.TENSORSET a FLOAT 1\r\n",
+         b"-ERR Invalid DAG command. Unexpected argument:  BAD\r\n"),
+    ]
+    for request, expected in cases:
+        assert raw.call(request, expected) == expected
+    assert conn.exists("a") == 0
+
+
+def test_persist_onto_a_non_tensor_is_an_extra_element(client: redis.Redis) -> None:
+    client.set("plain", "value")
+    reply = dag(client, "PERSIST", 1, "plain", "|>", "AI.TENSORSET", "plain", "FLOAT", 1, "VALUES", 1)
+    assert reply[0] == b"OK" and len(reply) == 2 and "WRONGTYPE" in str(reply[1])
+    assert client.get("plain") == b"value"
+
+
+def test_timeout_gives_timedout(server: RunningServer) -> None:
+    conn = server.client()
+    _store(conn, "slow", models.torch_slow())
+    conn.execute_command("AI.TENSORSET", "x", "FLOAT", 256, 256, "BLOB", bytes(256 * 256 * 4))
+    reply = conn.execute_command("AI.DAGEXECUTE", "LOAD", 1, "x", "PERSIST", 1, "z", "TIMEOUT", 1,
+                                 "|>", "AI.MODELEXECUTE", "slow", "INPUTS", 1, "x", "OUTPUTS", 1, "y",
+                                 "|>", "AI.MODELEXECUTE", "slow", "INPUTS", 1, "y", "OUTPUTS", 1, "z")
+    assert reply == b"TIMEDOUT"
+    assert conn.exists("z") == 0
+
+
+def test_reply_waits_for_the_running_branch_after_another_fails(server: RunningServer) -> None:
+    """The race RedisAI's multi-device PR found: A runs on CPU:0 while B fails on CPU:1."""
+    conn = server.client()
+    _store(conn, "slow", models.torch_slow(), "CPU:0")
+    _store(conn, "mm", models.torch_matmul(), "CPU:1")
+    conn.execute_command("AI.TENSORSET", "x", "FLOAT", 256, 256, "BLOB", bytes(256 * 256 * 4))
+    conn.execute_command("AI.TENSORSET", "bad", "FLOAT", 2, 3, "VALUES", 1, 2, 3, 4, 5, 6)
+    started = time.perf_counter()
+    conn.execute_command("AI.MODELEXECUTE", "slow", "INPUTS", 1, "x", "OUTPUTS", 1, "warm")
+    alone = time.perf_counter() - started
+    started = time.perf_counter()
+    reply = dag(conn, "LOAD", 2, "x", "bad", "|>", "AI.MODELEXECUTE", "slow", "INPUTS", 1, "x", "OUTPUTS", 1, "ya",
+                "|>", "AI.MODELEXECUTE", "mm", "INPUTS", 2, "bad", "bad", "OUTPUTS", 1, "yb",
+                "|>", "AI.TENSORGET", "ya", "META")
+    took = time.perf_counter() - started
+    assert isinstance(reply[1], redis.ResponseError)
+    assert took >= alone * 0.5, (took, alone)  # answered only after branch A finished
+    assert reply[0] in (b"OK", b"NA")
+    follow = dag(conn, "ROUTING", "r", "|>", *SET_A, "|>", "AI.TENSORGET", "a", "VALUES")
+    assert follow == [b"OK", [b"1", b"2"]]
+
+
+def test_fifty_concurrent_clients_get_their_own_results(server: RunningServer) -> None:
+    setup = server.client()
+    _store(setup, "add", models.torch_add(), "CPU:0")
+    _store(setup, "double", models.torch_double(), "CPU:1")
+    errors: list[str] = []
+
+    def one(value: int) -> None:
+        conn = server.client()
+        reply = dag(conn, "ROUTING", "r", "|>", "AI.TENSORSET", "v", "INT64", 1, "VALUES", value,
+                    "|>", "AI.MODELEXECUTE", "add", "INPUTS", 2, "v", "v", "OUTPUTS", 1, "w",
+                    "|>", "AI.MODELEXECUTE", "double", "INPUTS", 1, "w", "OUTPUTS", 1, "w",
+                    "|>", "AI.TENSORGET", "w", "VALUES")
+        if reply[-1] != [value * 4]:
+            errors.append(f"{value}: {reply!r}")
+
+    threads = [threading.Thread(target=one, args=(value,)) for value in range(50)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+
+
+def test_disconnecting_mid_dag_costs_only_its_own_work(server: RunningServer) -> None:
+    conn = server.client()
+    _store(conn, "slow", models.torch_slow())
+    conn.execute_command("AI.TENSORSET", "x", "FLOAT", 256, 256, "BLOB", bytes(256 * 256 * 4))
+    sock = socket.create_connection(("127.0.0.1", server.port))
+    sock.sendall(b"AI.DAGEXECUTE LOAD 1 x PERSIST 1 gone |> AI.MODELEXECUTE slow INPUTS 1 x OUTPUTS 1 y "
+                 b"|> AI.MODELEXECUTE slow INPUTS 1 y OUTPUTS 1 gone\r\n")
+    time.sleep(0.02)
+    sock.close()
+    assert conn.ping() is True
+    time.sleep(0.5)
+    assert conn.exists("gone") == 0
+    assert dag(conn, "ROUTING", "r", "|>", *SET_A, "|>", "AI.TENSORGET", "a", "VALUES") == [b"OK", [b"1", b"2"]]
+
+
+@pytest.mark.parametrize("store", ["embedded"])
+def test_two_devices_beat_one(store: str) -> None:
+    """Two slow independent branches on CPU:0 and CPU:1 finish in < 0.8x the same DAG on one device."""
+    with running_server(Config(port=0, intra_op_parallelism=1)) as server:
+        conn = server.client()
+        blob = models.torch_slow()
+        for key, device in (("s0", "CPU:0"), ("s1", "CPU:1"), ("c0", "CPU"), ("c1", "CPU")):
+            _store(conn, key, blob, device)
+        conn.execute_command("AI.TENSORSET", "x", "FLOAT", 256, 256, "BLOB", bytes(256 * 256 * 4))
+
+        def timed(first: str, second: str) -> float:
+            started = time.perf_counter()
+            dag(conn, "LOAD", 1, "x", "|>", "AI.MODELEXECUTE", first, "INPUTS", 1, "x", "OUTPUTS", 1, "y1",
+                "|>", "AI.MODELEXECUTE", second, "INPUTS", 1, "x", "OUTPUTS", 1, "y2")
+            return time.perf_counter() - started
+
+        timed("s0", "s1")
+        timed("c0", "c1")
+        two = min(timed("s0", "s1") for _ in range(3))
+        one = min(timed("c0", "c1") for _ in range(3))
+        assert two < 0.8 * one, f"two devices {two:.3f}s vs one device {one:.3f}s"
