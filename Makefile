@@ -31,6 +31,10 @@ lint: venv
 
 bench: venv
 	$(BIN)/python -m bench.resp_passthrough
+	$(BIN)/python -m bench.tensor_bench
+	$(BIN)/python -m bench.model_bench
+	$(BIN)/python -m bench.dag_bench
+	$(BIN)/python -m bench.batching_bench
 
 clean:
 	rm -rf $(VENV) .clients .pytest_cache .mypy_cache .ruff_cache

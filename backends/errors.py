@@ -121,6 +121,14 @@ BATCH_SIZE_MISMATCH_MSG = "ERR Model did not generate the expected batch size"
 GPU_NOT_AVAILABLE_FMT = "GPU requested but {backend} couldn't find CUDA"
 TIMEDOUT_STATUS = "TIMEDOUT"
 
+# --- AI.CONFIG and AI.INFO (REDISAI-REFERENCE.md §2.14, §2.15, Appendix A) -------------------------------------
+CONFIG_UNSUPPORTED_SUBCOMMAND_MSG = "ERR unsupported subcommand"
+CONFIG_LOAD_BACKEND_FAILED_MSG = "ERR error loading backend"
+CONFIG_BACKENDSPATH_MISSING_MSG = "ERR BACKENDSPATH: missing path argument"
+CONFIG_CHUNK_SIZE_MISSING_MSG = "ERR MODEL_CHUNK_SIZE: missing chunk size"
+CONFIG_CHUNK_SIZE_INVALID_MSG = "ERR MODEL_CHUNK_SIZE: invalid chunk size"
+INFO_NO_RUN_INFO_MSG = "ERR cannot find run info for key"
+
 # --- tensors (AI.TENSORSET / AI.TENSORGET; REDISAI-REFERENCE.md §1, §2.1, §2.2, Appendix A) ----------------------
 # (TENSOR_KEY_EMPTY_MSG, shared with the model commands, is in the section above.)
 INVALID_DTYPE_MSG = "ERR invalid data type"
@@ -142,3 +150,91 @@ TENSORSET_PARSER_ARITY_MSG = "wrong number of arguments for 'AI.TENSORSET' comma
 TENSORGET_PARSER_ARITY_MSG = "wrong number of arguments for 'AI.TENSORGET' command"
 # Ours, not RedisAI's: limits RedisAI never checks (it would crash or allocate without bound).
 TENSOR_TOO_MANY_DIMS_MSG = "ERR tensor has more than 64 dimensions"
+
+# --- DAGs (REDISAI-REFERENCE.md §2.13, §2.17.5, §4) -------------------------------------------------------------
+DAG_MISSING_ARGS_FMT = "ERR missing arguments for '{cmd}' command"
+DAG_WRONG_ARITY_FMT = "ERR wrong number of arguments for '{cmd}' command"
+DAG_LOAD_MISSING_ARGS_MSG = "ERR missing arguments after LOAD keyword in DAG command"
+DAG_LOAD_COUNT_MSG = "ERR invalid or negative value found in number of keys to LOAD"
+DAG_LOAD_MISMATCH_MSG = "ERR number of keys to LOAD into DAG does not match the number of given arguments"
+DAG_PERSIST_RO_MSG = "ERR PERSIST cannot be specified in a read-only DAG"
+DAG_PERSIST_MISSING_ARGS_MSG = "ERR missing arguments after PERSIST keyword in DAG command"
+DAG_PERSIST_COUNT_MSG = "ERR invalid or negative value found in number of keys to PERSIST"
+DAG_PERSIST_UNIQUE_MSG = "ERR PERSIST keys must be unique"
+DAG_PERSIST_MISMATCH_MSG = (
+    "ERR number of keys to PERSIST after DAG execution does not match the number of given arguments"
+)
+DAG_KEYS_MISSING_ARGS_MSG = "ERR missing arguments after KEYS keyword in DAG command"
+DAG_KEYS_COUNT_MSG = "ERR invalid or negative value found in number of KEYS"
+DAG_KEYS_MISMATCH_MSG = "ERR number of KEYS does not match the number of given arguments"
+DAG_ROUTING_MISSING_MSG = "ERR Missing ROUTING value"
+DAG_UNEXPECTED_ARG_FMT = "ERR Invalid DAG command. Unexpected argument:  {arg}"
+DAG_NEEDS_KEYWORD_MSG = (
+    "ERR AI.DAGEXECUTE and AI.DAGEXECUTE_RO commands must contain at least one out of ROUTING, LOAD, PERSIST keywords"
+)
+DAG_EMPTY_MSG = "ERR DAG is empty"
+DAG_UNSUPPORTED_OP_MSG = "Unsupported command within DAG"
+DAG_TIMEOUT_IN_OP_MSG = "ERR TIMEOUT not allowed within a DAG command"
+DAG_SCRIPTEXECUTE_RO_MSG = "ERR AI.SCRIPTEXECUTE command cannot be specified in a read-only DAG"
+DAG_DEPRECATED_IN_EXECUTE_FMT = "Deprecated {op} cannot be used in AI.DAGEXECUTE command"
+DAG_NEW_IN_DAGRUN_FMT = "{op} cannot be used in a deprecated AI.DAGRUN command"
+DAG_INPUT_NOT_FOUND_MSG = "ERR INPUT key cannot be found in DAG"
+DAG_PERSIST_NOT_FOUND_MSG = "ERR PERSIST key cannot be found in DAG"
+NA_STATUS = "NA"
+
+# --- scripts (AI.SCRIPTSTORE/GET/DEL/EXECUTE, AI.SCRIPTSET/RUN; REDISAI-REFERENCE.md §2.8-2.12, §2.17.3-4, §3) ------
+# (WRONGTYPE_MSG, TENSOR_KEY_EMPTY_MSG, INVALID_TIMEOUT_MSG, UNSUPPORTED_DEVICE_MSG, COULD_NOT_LOAD_BACKEND_MSG and
+# GPU_NOT_AVAILABLE_FMT above are shared with the scripts.)
+SCRIPT_KEY_EMPTY_MSG = "ERR script key is empty"
+SCRIPT_MISSING_ENTRY_POINTS_MSG = "ERR Insufficient arguments, missing script entry points"
+SCRIPT_ENTRY_POINTS_COUNT_MSG = "ERR Non numeric entry points number provided to AI.SCRIPTSTORE command"
+SCRIPT_MISSING_SOURCE_MSG = "ERR Insufficient arguments, missing script SOURCE"
+ENTRY_POINT_MISSING_FMT = "Function {fn} does not exist in the given script."
+ENTRY_POINT_ARITY_FMT = "Wrong number of inputs in function {fn}. Expected 3 but was {n}"
+ENTRY_POINT_TYPES_FMT = (
+    "Wrong inputs type in function {fn}. Expected signature similar to: "
+    "def {fn}(tensors: List[Tensor], keys: List[str], args: List[str])"
+)
+SCRIPTEXECUTE_ARITY_MSG = "ERR wrong number of arguments for 'AI.SCRIPTEXECUTE' command"
+SCRIPTRUN_ARITY_MSG = "ERR wrong number of arguments for 'AI.SCRIPTRUN' command"
+SCRIPTEXECUTE_FIRST_SCOPE_MSG = "ERR KEYS or INPUTS scope must be provided first for AI.SCRIPTEXECUTE command"
+KEYS_MISSING_ARGS_MSG = "ERR Missing arguments after KEYS keyword"
+KEYS_INVALID_COUNT_MSG = "ERR Invalid or negative value found in number of KEYS"
+KEYS_COUNT_MISMATCH_MSG = (
+    "ERR Number of pre declared KEYS to be used in the command does not match the number of given arguments"
+)
+SCRIPTEXECUTE_MISSING_COUNT_MSG = "ERR Invalid arguments provided to AI.SCRIPTEXECUTE"
+SCRIPTEXECUTE_INPUTS_COUNT_MSG = "ERR Invalid argument for inputs count in AI.SCRIPTEXECUTE"
+SCRIPTEXECUTE_ARGS_COUNT_MSG = "ERR Invalid argument for keys count in AI.SCRIPTEXECUTE"  # sic: the ARGS count
+SCRIPTEXECUTE_OUTPUTS_COUNT_MSG = "ERR Invalid argument for outputs count in AI.SCRIPTEXECUTE"
+SCRIPTEXECUTE_SCOPE_MISMATCH_FMT = (
+    "ERR number of {scope} to AI.SCRIPTEXECUTE command does not match the number of given arguments"
+)
+SCRIPTEXECUTE_DUPLICATE_SCOPE_FMT = "ERR Already Encountered {scope} scope in AI.SCRIPTEXECUTE command"
+SCRIPTEXECUTE_NO_TIMEOUT_VALUE_MSG = "ERR No value provided for TIMEOUT in AI.SCRIPTEXECUTE"
+SCRIPTEXECUTE_TRAILING_MSG = "ERR Encountered problem parsing AI.SCRIPTEXECUTE"
+SCRIPTEXECUTE_UNEXPECTED_FMT = "ERR Invalid AI.SCRIPTEXECUTE command. Unexpected argument: {arg}"
+SCRIPTRUN_TIMEOUT_TWICE_MSG = "ERR Already encountered an TIMEOUT section in SCRIPTRUN"
+SCRIPTRUN_INPUTS_SECTION_MSG = "ERR Already encountered an INPUTS section in SCRIPTRUN"
+SCRIPTRUN_INPUTS_KEYWORD_MSG = "ERR Already encountered an INPUTS keyword in SCRIPTRUN"
+SCRIPTRUN_OUTPUTS_KEYWORD_MSG = "ERR Already encountered an OUTPUTS keyword in SCRIPTRUN"
+SCRIPTRUN_VARIADIC_OUTSIDE_MSG = "ERR Encountered a variable size list of tensors outside of input section"
+SCRIPTRUN_VARIADIC_TWICE_MSG = "ERR Already encountered a variable size list of tensors"
+SCRIPTRUN_UNRECOGNIZED_MSG = "ERR Unrecongnized parameter to SCRIPTRUN"  # sic
+# Run time (no ERR: TorchScript's own texts in RedisAI).
+FUNCTION_MISSING_FMT = "Function does not exist: {fn}"
+FUNCTION_TOO_FEW_INPUTS_FMT = "Wrong number of inputs provided to function: {fn}"
+FUNCTION_INPUT_TYPE_FMT = "Unsupported input type in function definition: {fn}"
+FUNCTION_NON_TENSOR_FMT = "Function returned non-tensor values{fn}"  # sic: no separator
+FUNCTION_OUTPUT_COUNT_FMT = "Function returned unexpected number of outputs - {fn}"
+MODEL_OUTPUT_COUNT_MSG = "ERR Model did not generate the expected number of outputs"
+# redis.execute: the store's error text, or strerror() where RedisAI's RM_Call refused the call itself.
+REDIS_CALL_ERROR_FMT = "Redis command returned an error: {detail}"
+REDIS_CALL_EINVAL = "Invalid argument"
+REDIS_CALL_ENOENT = "No such file or directory"
+# Ours, not RedisAI's: calls a script cannot make here, and the bridge to the event loop failing.
+REDIS_CALL_NOT_ALLOWED_MSG = "ERR This Redis command is not allowed from script"
+SCRIPT_CALL_OUTSIDE_RUN_MSG = "ERR redis.execute and redisAI.model_execute only work inside a script run"
+SCRIPT_CALL_ON_LOOP_MSG = "ERR a script cannot call the store from the event-loop thread"
+SCRIPT_CALL_LOOP_GONE_MSG = "ERR the server is shutting down"
+SCRIPT_CALL_TIMEOUT_MSG = "ERR timed out waiting for the store"

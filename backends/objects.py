@@ -99,3 +99,56 @@ def decode_model_meta(values: Any, exists: Any) -> ModelMeta | None:
         )
     except (ValueError, TypeError, AttributeError) as exc:
         raise AIError(msgs.WRONGTYPE_MSG) from exc
+
+
+# --- scripts ------------------------------------------------------------------------------------------------------
+# A script is one hash too (field → value, all bulk strings):
+#
+#     __redisai__      "script"           marker (SCRIPT_MARKER)
+#     format           "1"
+#     device           as typed by the client (e.g. "CPU", "gpu:0")
+#     tag              bytes ("" when none)
+#     entry_points     JSON list of the ENTRY_POINTS names ([] for AI.SCRIPTSET scripts)
+#     digest           sha256 hex of the source: compiled scripts are cached by (device, digest)
+#     source           the TorchScript source, exactly the bytes given at store time
+
+SCRIPT_META_FIELDS = (MARKER_FIELD, b"device", b"tag", b"entry_points", b"digest")
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptMeta:
+    """Everything about a stored script but its source."""
+
+    device: Device
+    tag: bytes
+    entry_points: tuple[str, ...]
+    digest: str
+
+
+def script_hash_fields(meta: ScriptMeta, source: bytes) -> list[bytes]:
+    """HSET arguments (field, value, …) for a script."""
+    pairs: list[tuple[bytes, bytes]] = [
+        (MARKER_FIELD, SCRIPT_MARKER),
+        (b"format", b"1"),
+        (b"device", meta.device.text.encode()),
+        (b"tag", meta.tag),
+        (b"entry_points", json.dumps(list(meta.entry_points)).encode()),
+        (b"digest", meta.digest.encode()),
+        (b"source", source),
+    ]
+    return [part for pair in pairs for part in pair]
+
+
+def decode_script_meta(values: Any, exists: Any) -> ScriptMeta | None:
+    """Decode ``HMGET key *SCRIPT_META_FIELDS`` next to ``EXISTS key``: None when there is no such key,
+    WRONGTYPE when the key is not a script."""
+    if not exists:
+        return None
+    if isinstance(values, AIError) or not isinstance(values, list) or values[0] != SCRIPT_MARKER:
+        raise AIError(msgs.WRONGTYPE_MSG)
+    try:
+        _, device, tag, entry_points, digest = values
+        return ScriptMeta(device=parse_device_lenient(device), tag=tag or b"",
+                          entry_points=tuple(str(name) for name in json.loads(entry_points)), digest=digest.decode())
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise AIError(msgs.WRONGTYPE_MSG) from exc

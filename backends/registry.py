@@ -7,6 +7,8 @@ the commands that need it, and availability can be reported without importing an
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
 import threading
 from dataclasses import dataclass, field
 
@@ -19,6 +21,12 @@ BACKEND_IMPORTS = {
     "TORCH": "backends.torch_backend:TorchBackend",
     "ONNX": "backends.onnx_backend:OnnxBackend",
 }
+RUNTIME_PACKAGES = {"TORCH": "torch", "ONNX": "onnxruntime"}
+
+
+def default_backends_path() -> str:
+    """RedisAI's default BACKENDSPATH is ``<module dir>/backends``; ours is the installed backends package."""
+    return os.path.dirname(os.path.abspath(__file__))
 
 
 @dataclass
@@ -53,6 +61,19 @@ class BackendRegistry:
             raise AIError(msgs.COULD_NOT_LOAD_BACKEND_MSG) from exc
         backend: Backend = getattr(module, attr)()
         return backend
+
+    def load_new(self, name: str) -> bool:
+        """AI.CONFIG LOADBACKEND: import ``name`` now; False when it was already loaded (RedisAI refuses to load
+        a backend twice). Raises ``AIError`` when it cannot be loaded. Call off the event loop: imports are slow."""
+        with self._lock:
+            if name in self._loaded:
+                return False
+            self._loaded[name] = self._import(name)
+            return True
+
+    def available(self) -> list[str]:
+        """The backends whose runtime package is installed, found without importing it."""
+        return [name for name, package in RUNTIME_PACKAGES.items() if importlib.util.find_spec(package) is not None]
 
     def loaded(self) -> dict[str, str]:
         """Backend name → runtime version, for the backends loaded so far."""

@@ -125,11 +125,11 @@ class QueueManager:
 
     def submit(self, run: RunInfo) -> None:
         """Fan the run out: one ticket per device, appended to the tail of that device's queue."""
-        tickets = make_tickets(run)
-        run.waiters = [self.queue(ticket.device) for ticket in tickets]
-        for ticket, queue in zip(tickets, run.waiters, strict=True):
+        tickets = make_tickets(run, per_step=self.threads_per_queue > 1)
+        run.waiters = list({id(q): q for q in (self.queue(ticket.device) for ticket in tickets)}.values())
+        for ticket in tickets:
             ticket.enqueued_at = time.monotonic()
-            queue.push_back(ticket)
+            self.queues[ticket.device].push_back(ticket)
 
     def close(self, timeout: float) -> None:
         """Stop the workers once their queues are empty; wait up to ``timeout`` seconds for them."""

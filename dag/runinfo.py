@@ -29,10 +29,15 @@ class Work(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class BatchSpec:
-    """A model step that may be batched with other requests for the same loaded model."""
+    """A model step that may be batched with other requests for the same loaded model.
+
+    ``on_batch`` is told the size of every batch of two or more requests that ran (metrics); it is called on
+    the worker thread.
+    """
 
     policy: BatchPolicy
     model: Hashable
+    on_batch: Callable[[int], None] | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -151,11 +156,20 @@ class DeviceTicket:
         return BatchCandidate(spec.model, signature, batch_size_of(shapes), self.enqueued_at, self.run.deadline)
 
 
-def make_tickets(run: RunInfo) -> list[DeviceTicket]:
-    """One ticket per distinct device, in order of first appearance; sets the run's reference count."""
-    by_device: dict[str, list[int]] = {}
-    for step in run.steps:
-        by_device.setdefault(step.device, []).append(step.index)
-    tickets = [DeviceTicket(run, device, indices) for device, indices in by_device.items()]
+def make_tickets(run: RunInfo, per_step: bool = False) -> list[DeviceTicket]:
+    """One ticket per distinct device, in order of first appearance (RedisAI's fan-out); sets the run's
+    reference count.
+
+    ``per_step`` (used when a queue has several worker threads): one ticket per step instead, so that
+    independent ops on the same device can run at the same time on different threads. Every op still starts
+    only once its inputs exist (readiness is per slot), so dependent ops keep their order.
+    """
+    if per_step:
+        tickets = [DeviceTicket(run, step.device, [step.index]) for step in run.steps]
+    else:
+        by_device: dict[str, list[int]] = {}
+        for step in run.steps:
+            by_device.setdefault(step.device, []).append(step.index)
+        tickets = [DeviceTicket(run, device, indices) for device, indices in by_device.items()]
     run.refcount = len(tickets)
     return tickets

@@ -85,6 +85,9 @@ class Worker:
             for ticket, step, outputs in zip(tickets, steps, per_member, strict=True):
                 ticket.run.record_success(step, outputs, _micros_since(started))
         self._count(time.perf_counter() - started, batch=len(tickets))
+        spec = steps[0].batch
+        if spec is not None and spec.on_batch is not None:
+            spec.on_batch(len(tickets))
         for ticket in tickets:
             self._advance(ticket)
 
@@ -113,9 +116,10 @@ class Worker:
         self._count(time.perf_counter() - started)
 
     def _wake_other_devices(self, run: RunInfo) -> None:
+        """A step's outputs may be what tickets elsewhere wait for (on other devices, or on this one when
+        the run has a ticket per step): wake those queues' workers."""
         for queue in run.waiters:
-            if queue is not self.queue:
-                queue.wake()
+            queue.wake()
 
     @staticmethod
     def _finish(ticket: DeviceTicket) -> None:

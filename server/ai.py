@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 
 from backends.base import LoadedModel, RuntimeOptions
 from backends.objects import ModelMeta
-from backends.registry import BackendRegistry
+from backends.registry import BackendRegistry, default_backends_path
 from dag.queues import QueueManager
+from dag.runinfo import StepResult
 from server.config import Config
+from server.script_cache import ScriptCache
 
 MODEL_CACHE_CAPACITY = 64
 
@@ -118,12 +120,41 @@ class AIState:
     backends: BackendRegistry = field(default_factory=BackendRegistry)
     stats: dict[bytes, RunStats] = field(default_factory=dict)
     models: ModelCache = field(init=False)
+    scripts: ScriptCache = field(default_factory=ScriptCache)  # compiled scripts (server/script_cache.py)
+    runs: int = 0  # model/script ops that ran since start (INFO ai); RESETSTAT leaves these alone
+    run_errors: int = 0
+    on_run: Callable[[bytes, RunStats | None, StepResult], None] | None = None  # metrics hook (server/metrics.py)
 
     def __post_init__(self) -> None:
         self.models = ModelCache(self.backends, self.settings)
 
+    def record(self, key: bytes, result: StepResult, samples: int) -> None:
+        """AI.INFO bookkeeping after a run (REDISAI-REFERENCE §2.14): a success adds its duration, samples
+        and a call; a failure adds a call and an error; an op that never ran adds nothing."""
+        stats = self.stats.get(key)
+        self._count_run(key, stats, result)
+        if stats is None:
+            return
+        if result.ok:
+            stats.calls += 1
+            stats.duration_us += result.duration_us
+            stats.samples += samples
+        elif result.error is not None:
+            stats.calls += 1
+            stats.errors += 1
+
+    def _count_run(self, key: bytes, stats: RunStats | None, result: StepResult) -> None:
+        """Server-wide run counters (INFO ai) and the metrics hook; an op that never ran is not counted."""
+        if not result.ok and result.error is None:
+            return
+        self.runs += 1
+        self.run_errors += result.error is not None
+        if self.on_run is not None:
+            self.on_run(key, stats, result)
+
     @classmethod
     def from_config(cls, config: Config) -> AIState:
         settings = AISettings(config.model_chunk_size, config.intra_op_parallelism, config.inter_op_parallelism,
-                              config.model_execution_timeout)
+                              config.model_execution_timeout, config.backends_path or default_backends_path(),
+                              config.backend_memory_limit)
         return cls(settings, QueueManager(config.threads_per_queue))

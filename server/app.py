@@ -18,6 +18,7 @@ from server.commands.table import COMMAND_TABLE
 from server.config import Config
 from server.connection import ClientConnection
 from server.context import ServerContext, Store
+from server.metrics import make_metrics
 from server.store_embedded import EmbeddedStore
 from server.store_redis import RedisStore
 
@@ -41,6 +42,7 @@ class Server:
         self.config = config
         self.ctx = ServerContext(config=config, store=make_store(config), commands=COMMAND_TABLE,
                                  ai=AIState.from_config(config))
+        self.ctx.metrics = make_metrics(self.ctx)
         self._listeners: list[asyncio.Server] = []
         self._stopping: asyncio.Event | None = None
         self._forced = False
@@ -69,6 +71,7 @@ class Server:
         self.ports = [s.getsockname()[1] for srv in self._listeners for s in srv.sockets
                       if isinstance(s.getsockname(), tuple)]
         self.ctx.tcp_port = self.ports[0] if self.ports else 0
+        await self.ctx.metrics.start()
         log.info("ready to accept connections on %s (store: %s)",
                  ", ".join(str(p) for p in self.ports) or self.config.unixsocket, self.ctx.store.describe())
 
@@ -109,6 +112,7 @@ class Server:
         self.ctx.shutting_down = True
         for listener in self._listeners:
             listener.close()
+        await self.ctx.metrics.stop()
         deadline = time.monotonic() + self.config.shutdown_timeout
         while not self._forced and time.monotonic() < deadline:
             if all(client.idle() for client in list(self.ctx.clients.values())):

@@ -98,6 +98,11 @@ OPTIONS: tuple[Option, ...] = (
            "Milliseconds an ONNX run may take before it is stopped (MODEL_EXECUTION_TIMEOUT); 0 = no limit."),
     Option("model-chunk-size", _positive_int, 511 * 1024 * 1024,
            "Bytes per chunk when AI.MODELGET returns a model blob (MODEL_CHUNK_SIZE)."),
+    Option("backends-path", _text, "", "Base directory for relative AI.CONFIG LOADBACKEND paths (BACKENDSPATH); "
+           "empty = the directory of the installed backends package."),
+    Option("backend-memory-limit", _non_negative_int, 0,
+           "Megabytes the ONNX backend may allocate (BACKEND_MEMORY_LIMIT); 0 = unlimited (not enforced yet)."),
+    Option("metrics-port", _port, 0, "Serve Prometheus metrics at http://<bind>:<port>/metrics; 0 = off."),
 )
 
 
@@ -120,6 +125,9 @@ class Config:
     inter_op_parallelism: int = 0
     model_execution_timeout: int = 0
     model_chunk_size: int = 511 * 1024 * 1024
+    backends_path: str = ""
+    backend_memory_limit: int = 0
+    metrics_port: int = 0
 
     @property
     def bind_addresses(self) -> list[str]:

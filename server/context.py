@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from server.config import Config
 from server.keyspace import Keyspace, StoreLink
+from server.metrics import Metrics
 from server.resp import Limits
 from server.slots import ReplySlot, SessionSink
 
@@ -53,6 +54,15 @@ class Store(Protocol):
 
 
 @dataclass(slots=True)
+class CommandStat:
+    """INFO commandstats / Prometheus counters of one of our commands (relayed commands: the store counts)."""
+
+    calls: int = 0
+    usec: int = 0
+    failed: int = 0
+
+
+@dataclass(slots=True)
 class Stats:
     """Counters behind INFO stats (event-loop thread only)."""
 
@@ -61,6 +71,7 @@ class Stats:
     rejected_connections: int = 0
     protocol_errors: int = 0
     per_command: dict[str, int] = field(default_factory=dict)
+    commands: dict[str, CommandStat] = field(default_factory=dict)  # by command-table name
 
 
 @dataclass(slots=True)
@@ -73,6 +84,7 @@ class ServerContext:
     ai: AIState
     limits: Limits = field(default_factory=Limits)
     stats: Stats = field(default_factory=Stats)
+    metrics: Metrics = field(default_factory=Metrics)  # server/metrics.py; Prometheus when --metrics-port is set
     clients: dict[int, ClientConnection] = field(default_factory=dict)
     started_at: float = field(default_factory=time.time)
     pid: int = field(default_factory=os.getpid)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
 from backends.errors import AIError
-from backends.objects import MODEL_META_FIELDS
+from backends.objects import MODEL_META_FIELDS, SCRIPT_META_FIELDS
 from backends.tensor import encode_tensor
 from backends.tensor_args import tensorget_reply
 from dag.execute import ModelWork
@@ -25,12 +25,15 @@ from dag.runinfo import RunInfo, Step, Work
 from server.ai import AIState
 from server.commands.dag_ops import objects_named, parse_ops
 from server.commands.model import batch_spec, check_output_types, decode_input, fetch_blob, output_type_checks
+from server.commands.script import fetch_source, script_work
 from server.execution import execute_run
 from server.keyspace import Keyspace
+from server.metrics import Metrics
 from server.resp import OK, Status
 
 if TYPE_CHECKING:
     from server.connection import ClientConnection
+    from server.context import ServerContext
 
 NA = Status(msgs.NA_STATUS)
 
@@ -60,8 +63,8 @@ async def run_dag(client: ClientConnection, argv: list[bytes], kind: DagKind) ->
     keyspace, ai = client.keyspace(), client.ctx.ai
     ops, loaded, persist_checks = await _parse_with_store(keyspace, header, kind)
     resolved = resolve(header.load, ops, header.persist)
-    works = await _works(ai, keyspace, ops)
-    run, step_of_op = build_run(ops, resolved, loaded, works, header.timeout_ms)
+    works = await _works(client.ctx, keyspace, ops)
+    run, step_of_op = build_run(ops, resolved, loaded, works, header.timeout_ms, client.ctx.metrics)
     if run.steps:
         await execute_run(ai.queues, run)
     _record_stats(ai, ops, run, step_of_op)
@@ -75,41 +78,53 @@ async def run_dag(client: ClientConnection, argv: list[bytes], kind: DagKind) ->
     return reply
 
 
+def _lookups(commands: list[tuple[bytes, ...]], keys: list[bytes], fields: tuple[bytes, ...]) -> None:
+    for key in keys:
+        commands += [(b"HMGET", key, *fields), (b"EXISTS", key)]
+
+
 async def _parse_with_store(keyspace: Keyspace, header: DagHeader,
                             kind: DagKind) -> tuple[list[DagOp], list[Any], list[Any]]:
-    """The one round trip before queuing: LOAD tensors, model metadata, PERSIST key types; then the op parse."""
-    models, _scripts = objects_named(header.ops) if header.error is None else ([], [])
+    """The one round trip before queuing: LOAD tensors, model and script metadata, PERSIST key types; then the
+    ops are parsed against that, in order."""
+    models, scripts = objects_named(header.ops) if header.error is None else ([], [])
     commands: list[tuple[bytes, ...]] = [(b"GET", key) for key in header.load]
-    for key in models:
-        commands += [(b"HMGET", key, *MODEL_META_FIELDS), (b"EXISTS", key)]
+    _lookups(commands, models, MODEL_META_FIELDS)
+    _lookups(commands, scripts, SCRIPT_META_FIELDS)
     commands += output_type_checks(header.persist)
     replies = await keyspace.pipeline(commands)
-    n_load, n_models = len(header.load), 2 * len(models)
-    loaded = [decode_input(value) for value in replies[:n_load]]
+    loaded = [decode_input(value) for value in replies[: len(header.load)]]
     if header.error is not None:
         raise header.error
-    model_replies = replies[n_load : n_load + n_models]
-    lookup = {key: (model_replies[2 * i], model_replies[2 * i + 1]) for i, key in enumerate(models)}
-    ops = parse_ops(header.ops, kind, lookup, None)
-    return ops, loaded, replies[n_load + n_models :]
+    position = len(header.load)
+    lookup: list[dict[bytes, tuple[Any, Any]]] = []
+    for keys in (models, scripts):
+        lookup.append({key: (replies[position + 2 * i], replies[position + 2 * i + 1]) for i, key in enumerate(keys)})
+        position += 2 * len(keys)
+    ops = parse_ops(header.ops, kind, lookup[0], lookup[1])
+    return ops, loaded, replies[position:]
 
 
-async def _works(ai: AIState, keyspace: Keyspace, ops: list[DagOp]) -> dict[int, Work]:
-    """The worker-side callable of every model op (models loaded or taken from the cache)."""
+async def _works(ctx: ServerContext, keyspace: Keyspace, ops: list[DagOp]) -> dict[int, Work]:
+    """The worker-side callable of every model and script op (loaded, or taken from the caches)."""
     works: dict[int, Work] = {}
     for index, op in enumerate(ops):
         if isinstance(op, ModelOp):
-            model = await ai.models.get(op.meta, _blob_of(keyspace, op.key))
+            model = await ctx.ai.models.get(op.meta, _fetcher(fetch_blob, keyspace, op.key))
             works[index] = ModelWork(model, len(op.meta.outputs))
+        elif isinstance(op, ScriptOp):
+            compiled = await ctx.ai.scripts.get(op.meta, _fetcher(fetch_source, keyspace, op.key))
+            works[index] = script_work(ctx, op.meta, compiled, op.request)
     return works
 
 
-def _blob_of(keyspace: Keyspace, key: bytes) -> Callable[[], Awaitable[bytes]]:
-    return lambda: fetch_blob(keyspace, key)
+def _fetcher(fetch: Callable[[Keyspace, bytes], Awaitable[bytes]], keyspace: Keyspace,
+             key: bytes) -> Callable[[], Awaitable[bytes]]:
+    return lambda: fetch(keyspace, key)
 
 
 def build_run(ops: list[DagOp], resolved: ResolvedDag, loaded: list[Any], works: dict[int, Work],
-              timeout_ms: int | None) -> tuple[RunInfo, dict[int, int]]:
+              timeout_ms: int | None, metrics: Metrics) -> tuple[RunInfo, dict[int, int]]:
     """Slots filled with the LOADed and TENSORSET tensors; one step per model or script op."""
     slots: list[Any] = [None] * resolved.n_slots
     for slot, tensor in zip(resolved.load_slots, loaded, strict=True):
@@ -121,7 +136,7 @@ def build_run(ops: list[DagOp], resolved: ResolvedDag, loaded: list[Any], works:
             slots[resolved.op_outputs[index][0]] = op.tensor
         elif isinstance(op, (ModelOp, ScriptOp)):
             step_of_op[index] = len(steps)
-            batch = batch_spec(op.meta) if isinstance(op, ModelOp) else None
+            batch = batch_spec(op.meta, op.key, metrics) if isinstance(op, ModelOp) else None
             steps.append(Step(len(steps), op.meta.device.queue_name, resolved.op_inputs[index],
                               resolved.op_outputs[index], works[index], batch))
     deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
@@ -160,9 +175,13 @@ async def _persist(keyspace: Keyspace, resolved: ResolvedDag, run: RunInfo, chec
 
 
 def _record_stats(ai: AIState, ops: list[DagOp], run: RunInfo, step_of_op: dict[int, int]) -> None:
+    """AI.INFO after the whole DAG: samples = dim 0 of a model op's first output; scripts count none."""
     for index, step_index in step_of_op.items():
         op = ops[index]
         assert isinstance(op, (ModelOp, ScriptOp))
-        first_input = run.slots[run.steps[step_index].inputs[0]] if run.steps[step_index].inputs else None
-        samples = first_input.shape[0] if first_input is not None and first_input.shape else 1
+        samples = 0
+        if isinstance(op, ModelOp):
+            outputs = run.steps[step_index].outputs
+            first = run.slots[outputs[0]] if outputs else None
+            samples = first.shape[0] if first is not None and first.shape else 0
         ai.record(op.key, run.results[step_index], samples)

@@ -7,14 +7,14 @@ op comes after a syntax error in the second. The caller fetches every object the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from backends import errors as msgs
 from backends.errors import AIError
-from backends.objects import ModelMeta, decode_model_meta
+from backends.objects import ModelMeta, decode_model_meta, decode_script_meta
 from backends.tensor_args import build_tensor, parse_tensorset, tensorget_format
-from dag.ops import DagOp, ModelOp, TensorGetOp, TensorSetOp
+from dag.ops import DagOp, ModelOp, ScriptOp, TensorGetOp, TensorSetOp
 from dag.parse import DagKind, op_name
 from server.commands.model_args import (
     check_modelexecute_arity,
@@ -22,13 +22,18 @@ from server.commands.model_args import (
     parse_modelexecute,
     parse_modelrun,
 )
+from server.commands.script_args import (
+    check_scriptexecute_arity,
+    check_scriptrun_arity,
+    parse_scriptexecute,
+    parse_scriptrun,
+)
 
 MODEL_OPS = (b"AI.MODELEXECUTE", b"AI.MODELRUN")
 SCRIPT_OPS = (b"AI.SCRIPTEXECUTE", b"AI.SCRIPTRUN")
 
-# (key, fetched HMGET reply, fetched EXISTS reply) → the object's metadata or an AIError to raise.
-ModelLookup = Mapping[bytes, tuple[Any, Any]]
-ScriptParser = Callable[[list[bytes], DagKind, Any], DagOp]
+# key → (its HMGET reply, its EXISTS reply), fetched before parsing.
+ObjectLookup = Mapping[bytes, tuple[Any, Any]]
 
 
 def objects_named(ops: list[list[bytes]]) -> tuple[list[bytes], list[bytes]]:
@@ -54,7 +59,7 @@ def _allowed(name: bytes, kind: DagKind) -> None:
         raise AIError(msgs.DAG_UNSUPPORTED_OP_MSG)
 
 
-def _model_meta(key: bytes, models: ModelLookup) -> ModelMeta:
+def _model_meta(key: bytes, models: ObjectLookup) -> ModelMeta:
     values, exists = models[key]
     meta = decode_model_meta(values, exists)
     if meta is None:
@@ -62,7 +67,7 @@ def _model_meta(key: bytes, models: ModelLookup) -> ModelMeta:
     return meta
 
 
-def _model_op(argv: list[bytes], models: ModelLookup) -> ModelOp:
+def _model_op(argv: list[bytes], models: ObjectLookup) -> ModelOp:
     modern = op_name(argv) == b"AI.MODELEXECUTE"
     (check_modelexecute_arity if modern else check_modelrun_arity)(argv)
     meta = _model_meta(argv[1], models)
@@ -78,8 +83,20 @@ def _model_op(argv: list[bytes], models: ModelLookup) -> ModelOp:
     return ModelOp(argv[1], meta, req.inputs, req.outputs)
 
 
-def parse_op(argv: list[bytes], kind: DagKind, models: ModelLookup, scripts: Any,
-             script_parser: ScriptParser | None) -> DagOp:
+def _script_op(argv: list[bytes], scripts: ObjectLookup) -> ScriptOp:
+    modern = op_name(argv) == b"AI.SCRIPTEXECUTE"
+    (check_scriptexecute_arity if modern else check_scriptrun_arity)(argv)
+    values, exists = scripts[argv[1]]
+    meta = decode_script_meta(values, exists)
+    if meta is None:
+        raise AIError(msgs.SCRIPT_KEY_EMPTY_MSG)
+    req = parse_scriptexecute(argv, standalone=False) if modern else parse_scriptrun(argv)
+    if req.timeout_ms is not None:
+        raise AIError(msgs.DAG_TIMEOUT_IN_OP_MSG)
+    return ScriptOp(argv[1], meta, req, req.inputs, req.outputs)
+
+
+def parse_op(argv: list[bytes], kind: DagKind, models: ObjectLookup, scripts: ObjectLookup) -> DagOp:
     name = op_name(argv)
     _allowed(name, kind)
     if name == b"AI.TENSORSET":
@@ -90,12 +107,10 @@ def parse_op(argv: list[bytes], kind: DagKind, models: ModelLookup, scripts: Any
         return TensorGetOp(argv[1], fmt)
     if name in MODEL_OPS:
         return _model_op(argv, models)
-    if script_parser is None:
-        raise AIError(msgs.DAG_UNSUPPORTED_OP_MSG)
-    return script_parser(argv, kind, scripts)
+    return _script_op(argv, scripts)
 
 
-def parse_ops(op_argvs: list[list[bytes]], kind: DagKind, models: ModelLookup, scripts: Any,
-              script_parser: ScriptParser | None = None) -> list[DagOp]:
+def parse_ops(op_argvs: list[list[bytes]], kind: DagKind, models: ObjectLookup,
+              scripts: ObjectLookup) -> list[DagOp]:
     """Every op, in order; the first failure is the whole command's error."""
-    return [parse_op(argv, kind, models, scripts, script_parser) for argv in op_argvs]
+    return [parse_op(argv, kind, models, scripts) for argv in op_argvs]

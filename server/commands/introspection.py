@@ -5,10 +5,12 @@ from __future__ import annotations
 import platform
 import sys
 import time
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
 from backends.errors import AIError
+from server.commands.info_ai import ai_sections, commandstats_lines, merge_commandstats
 from server.commands.spec import RELAY, CommandSpec, RelayThen
 from server.context import REDIS_COMPAT_VERSION, VERSION
 from server.resp import Status, Verbatim, encode, join_aggregate, split_aggregate
@@ -16,8 +18,11 @@ from server.resp import Status, Verbatim, encode, join_aggregate, split_aggregat
 if TYPE_CHECKING:
     from server.connection import ClientConnection
 
-OUR_SECTIONS = ("server", "clients", "stats")
+OUR_SECTIONS = ("server", "clients", "stats", "ai")
 DEFAULT_SECTIONS = ("server", "clients", "stats", "keyspace")
+# Redis: "all" adds commandstats (and the store's other sections); "everything" adds the modules' (ours: ai).
+_EXPANSIONS = MappingProxyType({"default": DEFAULT_SECTIONS, "all": (*DEFAULT_SECTIONS, "commandstats"),
+                                "everything": (*DEFAULT_SECTIONS, "commandstats", "ai")})
 
 
 def _server_section(client: ClientConnection) -> list[tuple[str, object]]:
@@ -64,18 +69,26 @@ def _render(title: str, fields: list[tuple[str, object]]) -> str:
     return f"# {title.capitalize()}\r\n" + "".join(f"{k}:{v}\r\n" for k, v in fields)
 
 
+def _wanted_sections(argv: list[bytes]) -> list[str]:
+    words = [a.decode(errors="replace").lower() for a in argv[1:]] or ["default"]
+    return list(dict.fromkeys(section for word in words for section in _EXPANSIONS.get(word, (word,))))
+
+
 async def cmd_info(client: ClientConnection, argv: list[bytes]) -> Any:
-    """INFO [section ...]: server, clients and stats are ours; keyspace and any other section come from the store."""
-    wanted = [a.decode(errors="replace").lower() for a in argv[1:]] or ["default"]
-    if any(w in ("all", "everything", "default") for w in wanted):
-        wanted = list(DEFAULT_SECTIONS) + [w for w in wanted if w not in ("all", "everything", "default")]
+    """INFO [section ...]: server, clients, stats and ai (also under modules) are ours; commandstats merges our
+    commands' lines into the store's; keyspace and any other section come from the store."""
+    wanted = _wanted_sections(argv)
     parts: list[str] = []
-    store_sections = [w for w in dict.fromkeys(wanted) if w not in OUR_SECTIONS]
-    for section in dict.fromkeys(wanted):
+    store_sections = [w for w in wanted if w not in OUR_SECTIONS]
+    for section in wanted:
         if section in _SECTION_BUILDERS:
             parts.append(_render(section, _SECTION_BUILDERS[section](client)))
+    if "ai" in wanted or "modules" in wanted:
+        parts.extend(ai_sections(client.ctx))
     if store_sections:
         store_text = await client.ctx.store.info(store_sections)
+        if "commandstats" in wanted:
+            store_text = merge_commandstats(store_text, commandstats_lines(client.ctx))
         if store_text.strip():
             parts.append(store_text.strip("\r\n") + "\r\n")
     body = "\r\n".join(p.rstrip("\r\n") + "\r\n" for p in parts if p).encode()

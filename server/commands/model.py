@@ -44,6 +44,7 @@ from server.commands.model_args import (
 )
 from server.execution import execute_run
 from server.keyspace import Keyspace
+from server.metrics import Metrics
 from server.resp import OK, Status
 
 if TYPE_CHECKING:
@@ -182,9 +183,10 @@ async def _execute(client: ClientConnection, argv: list[bytes], parse: ParseExec
     if list(req.outputs) == out_hint:
         check_output_types(checks)
     model = await ai.models.get(meta, lambda: fetch_blob(keyspace, req.key))
-    run = one_op_run(meta, ModelWork(model, len(meta.outputs)), inputs, len(req.outputs), req.timeout_ms)
+    run = one_op_run(meta, ModelWork(model, len(meta.outputs)), inputs, len(req.outputs), req.timeout_ms,
+                     batch_spec(meta, req.key, client.ctx.metrics))
     await execute_run(ai.queues, run)
-    _record_stats(client, req.key, run, inputs)
+    _record_stats(client, req.key, run, len(inputs))
     if run.timed_out:
         return Status(msgs.TIMEDOUT_STATUS)
     if run.error is not None:
@@ -231,20 +233,21 @@ async def fetch_blob(keyspace: Keyspace, key: bytes) -> bytes:
     return blob
 
 
-def batch_spec(meta: ModelMeta) -> BatchSpec | None:
+def batch_spec(meta: ModelMeta, key: bytes, metrics: Metrics) -> BatchSpec | None:
     """Auto-batching for a model stored with BATCHSIZE > 0: partners must use the very same loaded model."""
     if meta.batchsize <= 0:
         return None
     policy = BatchPolicy(meta.batchsize, meta.minbatchsize, meta.minbatchtimeout)
-    return BatchSpec(policy, (meta.backend, meta.device.queue_name, meta.digest))
+    device = meta.device.queue_name
+    on_batch = (lambda size: metrics.observe_batch(key, size, device)) if metrics.enabled else None
+    return BatchSpec(policy, (meta.backend, device, meta.digest), on_batch)
 
 
 def one_op_run(meta: ModelMeta, work: ModelWork, inputs: list[Tensor], n_outputs: int,
-               timeout_ms: int | None) -> RunInfo:
+               timeout_ms: int | None, batch: BatchSpec | None = None) -> RunInfo:
     """A single MODELEXECUTE as a one-op DAG: inputs in slots 0..n-1, outputs after them."""
     n_in = len(inputs)
-    step = Step(0, meta.device.queue_name, tuple(range(n_in)), tuple(range(n_in, n_in + n_outputs)), work,
-                batch_spec(meta))
+    step = Step(0, meta.device.queue_name, tuple(range(n_in)), tuple(range(n_in, n_in + n_outputs)), work, batch)
     deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
     return RunInfo([step], [*inputs, *([None] * n_outputs)], deadline=deadline)
 
@@ -254,6 +257,8 @@ async def write_outputs(keyspace: Keyspace, keys: tuple[bytes, ...], tensors: li
     await keyspace.write_atomic([(b"SET", key, encode_tensor(t)) for key, t in zip(keys, tensors, strict=True)])
 
 
-def _record_stats(client: ClientConnection, key: bytes, run: RunInfo, inputs: list[Tensor]) -> None:
-    samples = inputs[0].shape[0] if inputs and inputs[0].shape else 1
+def _record_stats(client: ClientConnection, key: bytes, run: RunInfo, n_inputs: int) -> None:
+    """AI.INFO: samples = dim 0 of the first output (REDISAI-REFERENCE §2.14)."""
+    first = run.slots[n_inputs] if len(run.slots) > n_inputs else None
+    samples = first.shape[0] if first is not None and first.shape else 0
     client.ctx.ai.record(key, run.results[0], samples)

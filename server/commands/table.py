@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from server.commands import dag, generic, introspection, model, tensor
+from server.commands import config, dag, generic, info, introspection, model, script, tensor
 from server.commands.spec import CommandSpec
 
 _CONNECTION = "connection"
@@ -85,6 +85,35 @@ COMMAND_TABLE: Mapping[str, CommandSpec] = MappingProxyType({
         CommandSpec("AI.DAGRUN_RO", dag.cmd_dagrun_ro, -1, ("readonly", "movablekeys"), 0, 0, 0, _AI,
                     "Runs a read-only DAG (deprecated 1.0 form).",
                     "AI.DAGRUN_RO [LOAD n key ...] [TIMEOUT ms] |> op [|> op ...]", waits=True, ai=True),
+        CommandSpec("AI.INFO", info.cmd_aiinfo, -1, ("readonly",), 1, 1, 1, _AI,
+                    "Returns a model's or script's run statistics, or resets them.", "AI.INFO key [RESETSTAT]",
+                    waits=True, ai=True),
+        CommandSpec("AI.CONFIG", config.cmd_config, -1, ("write",), 0, 0, 0, _AI,
+                    "Sets or gets RedisAI's run-time settings; loads a backend.",
+                    "AI.CONFIG BACKENDSPATH path | LOADBACKEND backend path | MODEL_CHUNK_SIZE bytes | GET name",
+                    ai=True),
+        CommandSpec("AI.SCRIPTSTORE", script.cmd_scriptstore, -1, ("write", "denyoom"), 1, 1, 1, _AI,
+                    "Stores a TorchScript script (its source and entry points) under a key.",
+                    "AI.SCRIPTSTORE key device [TAG tag] ENTRY_POINTS n function ... SOURCE script",
+                    waits=True, ai=True),
+        CommandSpec("AI.SCRIPTSET", script.cmd_scriptset, -1, ("write", "denyoom"), 1, 1, 1, _AI,
+                    "Stores a script (deprecated 1.0 form of AI.SCRIPTSTORE).",
+                    "AI.SCRIPTSET key device [TAG tag] SOURCE script", waits=True, ai=True),
+        CommandSpec("AI.SCRIPTGET", script.cmd_scriptget, -1, ("readonly",), 1, 1, 1, _AI,
+                    "Returns a script's metadata and/or source.", "AI.SCRIPTGET key [META] [SOURCE]",
+                    waits=True, ai=True),
+        CommandSpec("AI.SCRIPTDEL", script.cmd_scriptdel, -1, ("write",), 1, 1, 1, _AI,
+                    "Deletes a script.", "AI.SCRIPTDEL key", waits=True, ai=True),
+        CommandSpec("AI.SCRIPTEXECUTE", script.cmd_scriptexecute, -1, _EXEC_FLAGS, 1, 1, 1, _AI,
+                    "Runs a script function on input tensors, keys and arguments; stores the output tensors.",
+                    "AI.SCRIPTEXECUTE key function [KEYS n key ...] [INPUTS n key ...] [ARGS n arg ...] "
+                    "[OUTPUTS m key ...] [TIMEOUT ms]", waits=True, ai=True),
+        CommandSpec("AI.SCRIPTRUN", script.cmd_scriptrun, -1, _EXEC_FLAGS, 1, 1, 1, _AI,
+                    "Runs a script function (deprecated 1.0 form of AI.SCRIPTEXECUTE).",
+                    "AI.SCRIPTRUN key function [TIMEOUT ms] INPUTS key ... [$ key ...] OUTPUTS key ...",
+                    waits=True, ai=True),
+        CommandSpec("AI._SCRIPTSCAN", script.cmd_scriptscan, -1, ("readonly",), 0, 0, 0, _AI,
+                    "Lists the scripts stored through this server (experimental).", "AI._SCRIPTSCAN", ai=True),
     )
 })
 

@@ -205,3 +205,31 @@ def test_two_devices_beat_one(store: str) -> None:
         two = min(timed("s0", "s1") for _ in range(3))
         one = min(timed("c0", "c1") for _ in range(3))
         assert two < 0.8 * one, f"two devices {two:.3f}s vs one device {one:.3f}s"
+
+
+def test_chain_with_a_script(client: redis.Redis) -> None:
+    """TENSORSET → SCRIPTEXECUTE → MODELEXECUTE → TENSORGET, as the DAG issue asks."""
+    from tests.scripts import OLD_SCRIPT, SCRIPT
+
+    client.execute_command("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", 2, "bar", "pair", "SOURCE", SCRIPT)
+    _store(client, "add", models.torch_add(), "CPU:1")
+    reply = dag(client, "PERSIST", 1, "c", "|>", *SET_A,
+                "|>", "AI.SCRIPTEXECUTE", "s", "bar", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "b",
+                "|>", "AI.MODELEXECUTE", "add", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c",
+                "|>", "AI.SCRIPTEXECUTE", "s", "pair", "INPUTS", 1, "c", "ARGS", 1, "2", "OUTPUTS", 2, "d", "e",
+                "|>", "AI.TENSORGET", "d", "VALUES")
+    assert reply == [b"OK", b"OK", b"OK", b"OK", [b"6", b"12"]]
+    assert client.execute_command("AI.TENSORGET", "c", "VALUES") == [b"3", b"6"]
+    reply = dag(client, "ROUTING", "{1}", "|>", *SET_A, "|>", "AI.SCRIPTEXECUTE", "s", "wrong_fn", "INPUTS", 1, "a",
+                "OUTPUTS", 1, "t")
+    assert reply[0] == b"OK" and str(reply[1]) == "Function does not exist: wrong_fn"
+    with pytest.raises(redis.ResponseError, match=r"^AI.SCRIPTEXECUTE command cannot be specified in a read-only DAG$"):
+        client.execute_command("AI.DAGEXECUTE_RO", "ROUTING", "r", "|>", *SET_A, "|>", "AI.SCRIPTEXECUTE", "s",
+                               "bar", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "b")
+    client.execute_command("AI.SCRIPTSET", "old", "CPU", "SOURCE", OLD_SCRIPT)
+    for command in ("AI.DAGRUN", "AI.DAGRUN_RO"):  # 1.2.7 lets DAGRUN_RO run SCRIPTRUN
+        reply = client.execute_command(command, "|>", *SET_A, "|>", "AI.SCRIPTRUN", "old", "bar", "INPUTS", "a", "a",
+                                       "OUTPUTS", "b", "|>", "AI.TENSORGET", "b", "VALUES")
+        assert reply == [b"OK", b"OK", [b"2", b"4"]]
+    with pytest.raises(redis.ResponseError, match=r"^script key is empty$"):
+        dag(client, "ROUTING", "r", "|>", *SET_A, "|>", "AI.SCRIPTEXECUTE", "nope", "bar", "INPUTS", 1, "a")

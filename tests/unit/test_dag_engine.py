@@ -152,3 +152,15 @@ def test_many_concurrent_runs_get_their_own_results(clients: int) -> None:
     assert all(event.wait(10) for event in events)
     assert [run.slots[2] for run in runs] == [value + 2 for value in range(clients)]
     manager.close(5)
+
+
+def test_independent_ops_on_one_device_run_in_parallel_with_two_threads() -> None:
+    manager = QueueManager(2)
+    log: list[tuple[str, float, float]] = []
+    steps = [Step(0, "CPU", (0,), (1,), _Slow(0.3, log, "a")), Step(1, "CPU", (0,), (2,), _Slow(0.3, log, "b")),
+             Step(2, "CPU", (1, 2), (3,), lambda inputs: [inputs[0] + inputs[1]])]
+    started = time.monotonic()
+    run = _run_and_wait(manager, RunInfo(steps, [0, None, None, None]))
+    assert time.monotonic() - started < 0.3 * 2 * 0.8
+    assert run.slots[3] == 2  # the dependent op ran after both, with their outputs
+    manager.close(5)

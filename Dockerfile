@@ -1,0 +1,30 @@
+# redisai-server: a RedisAI-compatible inference server (CPU torch + onnxruntime), non-root.
+#   docker build -t redisai-server .
+#   docker compose up            (see docker-compose.yml: a Redis with AOF and this server in front of it)
+FROM python:3.11-slim
+
+# A CPU-only torch wheel keeps the image small; point pip at a CPU wheel index with
+#   docker build --build-arg PIP_EXTRA_INDEX_URL=<your CPU wheel index> .
+ARG PIP_EXTRA_INDEX_URL=""
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
+
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends redis-tools \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --create-home --uid 10001 redisai
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY server ./server
+COPY dag ./dag
+COPY backends ./backends
+# torch first, exactly this version, so the project's torch range is already met
+RUN pip install "torch==2.13.0" && pip install ".[torch,onnx,uvloop,metrics]"
+
+USER redisai
+EXPOSE 6379
+# Settings come from the environment (REDISAI_<OPTION>), see docs/configuration.md.
+ENV REDISAI_BIND=0.0.0.0 REDISAI_PORT=6379
+HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
+    CMD redis-cli -p "${REDISAI_PORT}" ${REDISAI_REQUIREPASS:+-a "$REDISAI_REQUIREPASS" --no-auth-warning} PING | grep -q PONG
+ENTRYPOINT ["redisai-server"]

@@ -1,0 +1,83 @@
+"""DAG benchmarks: two devices vs one, and one DAG vs the same work as separate commands.
+
+Usage: python -m bench.dag_bench [--calls N]
+
+1. A DAG with two independent slow branches (tests/models.py torch_slow, 256x256 input) whose models sit on
+   CPU:0 and CPU:1, against the same DAG with both models on CPU: median wall time and the speedup.
+2. TENSORSET → MODELEXECUTE (64→128→10 MLP) → TENSORGET as three commands (three round trips) against one
+   AI.DAGEXECUTE doing the same: median latency of each and the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import numpy as np
+import redis
+
+from bench.common import our_server, print_table
+from tests import models
+
+
+def _median_ms(action: Callable[[], object], calls: int) -> float:
+    samples = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        action()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples) * 1000
+
+
+def two_devices(conn: redis.Redis, calls: int) -> list[list[str]]:
+    blob = models.torch_slow()
+    for key, device in (("s0", "CPU:0"), ("s1", "CPU:1"), ("c0", "CPU"), ("c1", "CPU")):
+        conn.execute_command("AI.MODELSTORE", key, "TORCH", device, "BLOB", blob)
+    conn.execute_command("AI.TENSORSET", "img", "FLOAT", 256, 256, "BLOB", bytes(256 * 256 * 4))
+
+    def dag(first: str, second: str) -> Callable[[], object]:
+        return lambda: conn.execute_command(
+            "AI.DAGEXECUTE", "LOAD", 1, "img", "|>", "AI.MODELEXECUTE", first, "INPUTS", 1, "img", "OUTPUTS", 1, "a",
+            "|>", "AI.MODELEXECUTE", second, "INPUTS", 1, "img", "OUTPUTS", 1, "b")
+
+    one = _median_ms(dag("c0", "c1"), calls)
+    two = _median_ms(dag("s0", "s1"), calls)
+    return [["2 branches, 1 device (CPU)", f"{one:.1f}", "1.00x"],
+            ["2 branches, 2 devices (CPU:0, CPU:1)", f"{two:.1f}", f"{one / two:.2f}x"]]
+
+
+def round_trips(conn: redis.Redis, calls: int) -> list[list[str]]:
+    conn.execute_command("AI.MODELSTORE", "mlp", "TORCH", "CPU", "BLOB", models.torch_mlp())
+    blob = np.random.default_rng(0).standard_normal((1, 64), dtype=np.float32).tobytes()
+
+    def separate() -> object:
+        conn.execute_command("AI.TENSORSET", "in", "FLOAT", 1, 64, "BLOB", blob)
+        conn.execute_command("AI.MODELEXECUTE", "mlp", "INPUTS", 1, "in", "OUTPUTS", 1, "out")
+        return conn.execute_command("AI.TENSORGET", "out", "BLOB")
+
+    def one_dag() -> object:
+        return conn.execute_command("AI.DAGEXECUTE", "ROUTING", "in", "|>", "AI.TENSORSET", "in", "FLOAT", 1, 64,
+                                    "BLOB", blob, "|>", "AI.MODELEXECUTE", "mlp", "INPUTS", 1, "in", "OUTPUTS", 1,
+                                    "out", "|>", "AI.TENSORGET", "out", "BLOB")
+
+    _median_ms(separate, 50)
+    three = _median_ms(separate, calls)
+    dag = _median_ms(one_dag, calls)
+    return [["TENSORSET + MODELEXECUTE + TENSORGET", f"{three:.3f}", "1.00x"],
+            ["one AI.DAGEXECUTE", f"{dag:.3f}", f"{three / dag:.2f}x"]]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=500, help="calls for the round-trip comparison")
+    calls = parser.parse_args().calls
+    with our_server("--intra-op-parallelism", "1") as port:
+        conn = redis.Redis(port=port)
+        print_table("Two slow branches (median ms)", ["DAG", "ms", "speedup"], two_devices(conn, 15))
+        print_table("Round trips (median ms per sequence)", ["work", "ms", "speedup"], round_trips(conn, calls))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""AI.CONFIG: RedisAI's run-time settings (REDISAI-REFERENCE.md §2.15).
+
+    AI.CONFIG BACKENDSPATH <path>
+    AI.CONFIG LOADBACKEND <TF|TFLITE|TORCH|ONNX> <path>
+    AI.CONFIG MODEL_CHUNK_SIZE <bytes>
+    AI.CONFIG GET <name>
+
+Grammar, replies and error texts are RedisAI 1.2.7's. THREADS_PER_QUEUE, INTER_OP_PARALLELISM,
+INTRA_OP_PARALLELISM, MODEL_EXECUTION_TIMEOUT and BACKEND_MEMORY_LIMIT are load-time settings (command-line
+flags, environment, config file): setting them here is ``ERR unsupported subcommand``, as in RedisAI. Our
+one extension: ``AI.CONFIG GET`` answers their values, where RedisAI answers null.
+
+LOADBACKEND loads our backend of that name (TORCH, ONNX) through the backend registry; the path is
+accepted and ignored, since our backends are Python packages, not shared objects. TF and TFLITE, a runtime
+that is not installed, and a backend that is already loaded (also by an earlier MODELSTORE) answer
+``ERR error loading backend``, as RedisAI does when a backend is loaded twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from backends import errors as msgs
+from backends.errors import AIError, wrong_arity
+from backends.registry import BACKEND_IMPORTS, BackendRegistry, parse_backend
+from server.ai import AIState
+from server.resp import OK, Status, parse_strict_int
+
+if TYPE_CHECKING:
+    from server.connection import ClientConnection
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRequest:
+    """One parsed AI.CONFIG call."""
+
+    action: str  # LOADBACKEND | BACKENDSPATH | MODEL_CHUNK_SIZE | GET
+    name: str = ""  # the backend (LOADBACKEND) or the parameter (GET), upper case
+    path: bytes = b""  # BACKENDSPATH's value, LOADBACKEND's path
+    chunk_size: int = 0
+
+
+def parse_config(argv: list[bytes]) -> ConfigRequest:
+    """Pure parse of ``AI.CONFIG ...``; arguments after the ones a subcommand needs are ignored (as RedisAI)."""
+    if len(argv) < 2:
+        raise wrong_arity(argv[0].decode(errors="replace"))
+    sub = argv[1].upper()
+    if sub == b"LOADBACKEND":
+        if len(argv) < 4:
+            raise wrong_arity(argv[0].decode(errors="replace"))
+        return ConfigRequest("LOADBACKEND", name=parse_backend(argv[2]), path=argv[3])
+    if sub == b"BACKENDSPATH":
+        if len(argv) < 3:
+            raise AIError(msgs.CONFIG_BACKENDSPATH_MISSING_MSG)
+        return ConfigRequest("BACKENDSPATH", path=argv[2])
+    if sub == b"MODEL_CHUNK_SIZE":
+        if len(argv) < 3:
+            raise AIError(msgs.CONFIG_CHUNK_SIZE_MISSING_MSG)
+        size = parse_strict_int(argv[2])
+        if size is None or size <= 0:
+            raise AIError(msgs.CONFIG_CHUNK_SIZE_INVALID_MSG)
+        return ConfigRequest("MODEL_CHUNK_SIZE", chunk_size=size)
+    if sub == b"GET":
+        if len(argv) < 3:
+            raise wrong_arity(argv[0].decode(errors="replace"))
+        return ConfigRequest("GET", name=argv[2].decode(errors="replace").upper())
+    raise AIError(msgs.CONFIG_UNSUPPORTED_SUBCOMMAND_MSG)
+
+
+def cmd_config(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AI.CONFIG BACKENDSPATH path | LOADBACKEND backend path | MODEL_CHUNK_SIZE bytes | GET name"""
+    req = parse_config(argv)
+    ai = client.ctx.ai
+    if req.action == "LOADBACKEND":
+        return load_backend(ai.backends, req.name)
+    if req.action == "BACKENDSPATH":
+        ai.settings.backends_path = os.fsdecode(req.path)
+        return OK
+    if req.action == "MODEL_CHUNK_SIZE":
+        ai.settings.model_chunk_size = req.chunk_size
+        return OK
+    return config_value(ai, req.name)
+
+
+async def load_backend(backends: BackendRegistry, name: str) -> Status:
+    """Import the backend off the event loop (importing torch takes seconds)."""
+    if name not in BACKEND_IMPORTS:
+        raise AIError(msgs.CONFIG_LOAD_BACKEND_FAILED_MSG)
+    try:
+        loaded = await asyncio.to_thread(backends.load_new, name)
+    except AIError as exc:
+        raise AIError(msgs.CONFIG_LOAD_BACKEND_FAILED_MSG) from exc
+    if not loaded:
+        raise AIError(msgs.CONFIG_LOAD_BACKEND_FAILED_MSG)
+    return OK
+
+
+_GETTERS: Mapping[str, Callable[[AIState], Any]] = MappingProxyType({
+    "BACKENDSPATH": lambda ai: os.fsencode(ai.settings.backends_path),
+    "MODEL_CHUNK_SIZE": lambda ai: ai.settings.model_chunk_size,
+    # Ours: RedisAI answers null for the load-time parameters.
+    "THREADS_PER_QUEUE": lambda ai: ai.queues.threads_per_queue,
+    "INTER_OP_PARALLELISM": lambda ai: ai.settings.inter_op_threads,
+    "INTRA_OP_PARALLELISM": lambda ai: ai.settings.intra_op_threads,
+    "MODEL_EXECUTION_TIMEOUT": lambda ai: ai.settings.execution_timeout_ms,
+    "BACKEND_MEMORY_LIMIT": lambda ai: ai.settings.backend_memory_limit,
+})
+
+
+def config_value(ai: AIState, name: str) -> Any:
+    """AI.CONFIG GET: a bulk string for BACKENDSPATH, integers for the rest, null for any other name."""
+    getter = _GETTERS.get(name)
+    return None if getter is None else getter(ai)

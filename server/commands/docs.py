@@ -1,0 +1,58 @@
+"""docs/commands.md, generated from the command table (house rule 3): ``python -m server.commands.docs``.
+
+A test regenerates the text and compares it with the file, so the reference can never drift from what the
+server dispatches.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+
+from server.commands.spec import CommandSpec
+
+HEADER = """# Commands reference
+
+Generated from the command table (`server/commands/table.py`) by `python -m server.commands.docs`;
+do not edit by hand. Every command not listed here is relayed to the backing Redis unchanged.
+Details, replies and error texts: [tensors](commands-tensors.md), [models](commands-models.md),
+[scripts](commands-scripts.md), [DAGs and batching](commands-dag.md),
+[AI.INFO / AI.CONFIG](commands-info-config.md).
+
+Arity follows Redis: `n` = exactly n words with the command name, `-n` = at least n. AI commands take
+any arity here and check it themselves, with RedisAI's texts.
+"""
+
+GROUP_TITLES = {"ai": "AI commands", "connection": "Connection", "server": "Server"}
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _row(spec: CommandSpec) -> str:
+    keys = f"{spec.first_key},{spec.last_key},{spec.step}" if spec.first_key else "-"
+    flags = ", ".join(spec.flags) or "-"
+    return f"| `{spec.name}` | `{_cell(spec.usage)}` | {_cell(spec.summary)} | {spec.arity} | {flags} | {keys} |"
+
+
+def render(table: Mapping[str, CommandSpec]) -> str:
+    parts = [HEADER]
+    for group, title in GROUP_TITLES.items():
+        specs = sorted((s for s in table.values() if s.group == group), key=lambda s: s.name)
+        if not specs:
+            continue
+        parts.append(f"\n## {title}\n\n| command | usage | what it does | arity | flags | keys |\n"
+                     "|---|---|---|---|---|---|\n")
+        parts.append("\n".join(_row(spec) for spec in specs) + "\n")
+    return "".join(parts)
+
+
+def main() -> None:
+    from server.commands.table import COMMAND_TABLE
+
+    sys.stdout.write(render(COMMAND_TABLE))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""The AI parts of INFO: ``INFO ai`` (also in ``INFO modules`` and ``INFO everything``) and our lines of
+``INFO commandstats``.
+
+``INFO ai`` follows RedisAI's module sections (REDISAI-REFERENCE.md §2.16: ``ai_versions``,
+``ai_load_time_configs``, ``ai_backends_info``, ``ai_cpu``, every field prefixed ``ai_``) and adds two of
+ours: ``ai_queues`` (devices, queue lengths, worker threads, busy time, executed steps) and ``ai_runs``
+(stored models and scripts, runs and errors since start). Runtime versions are reported only for backends
+already loaded: INFO never imports torch or onnxruntime.
+"""
+
+from __future__ import annotations
+
+import resource
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from server.context import VERSION
+
+if TYPE_CHECKING:
+    from server.ai import AIState
+    from server.context import ServerContext
+
+Fields = list[tuple[str, object]]
+
+REDISAI_COMPAT_VERSION = "1.2.7"
+_RUNTIME_LABELS: Mapping[str, str] = MappingProxyType({"TORCH": "Torch", "ONNX": "onnxruntime"})
+
+
+def render(title: str, fields: Fields) -> str:
+    return f"# {title}\r\n" + "".join(f"{key}:{value}\r\n" for key, value in fields)
+
+
+def ai_sections(ctx: ServerContext) -> list[str]:
+    """Every ``# ai_*`` section, rendered."""
+    ai = ctx.ai
+    return [
+        render("ai_versions", [("ai_RedisAI_version", REDISAI_COMPAT_VERSION), ("ai_low_level_API_version", 1),
+                               ("ai_redisai_server_version", VERSION)]),
+        render("ai_load_time_configs", _load_time_configs(ai)),
+        render("ai_backends_info", _backends_info(ai)),
+        render("ai_cpu", _cpu()),
+        render("ai_queues", _queues(ai)),
+        render("ai_runs", _runs(ai)),
+    ]
+
+
+def _load_time_configs(ai: AIState) -> Fields:
+    settings = ai.settings
+    return [
+        ("ai_threads_per_queue", ai.queues.threads_per_queue),
+        ("ai_inter_op_parallelism", settings.inter_op_threads),
+        ("ai_intra_op_parallelism", settings.intra_op_threads),
+        ("ai_model_execution_timeout", settings.execution_timeout_ms),
+        ("ai_backend_memory_limit", settings.backend_memory_limit),
+        ("ai_model_chunk_size", settings.model_chunk_size),
+        ("ai_backendspath", _one_line(settings.backends_path)),
+    ]
+
+
+def _one_line(text: str) -> str:
+    """A value set by a client (AI.CONFIG BACKENDSPATH) as printable INFO text: no line breaks, no surrogates."""
+    raw = text.encode(errors="surrogateescape").decode(errors="replace")
+    return raw.replace("\r", " ").replace("\n", " ")
+
+
+def _backends_info(ai: AIState) -> Fields:
+    loaded = ai.backends.loaded()
+    fields: Fields = [(f"ai_{_RUNTIME_LABELS.get(name, name)}_version", version) for name, version in loaded.items()]
+    fields.append(("ai_backends_loaded", ",".join(loaded)))
+    fields.append(("ai_backends_available", ",".join(ai.backends.available())))
+    return fields
+
+
+def _cpu() -> Fields:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return [("ai_self_used_cpu_sys", f"{usage.ru_stime:.6f}"), ("ai_self_used_cpu_user", f"{usage.ru_utime:.6f}")]
+
+
+def queue_field_name(device: str) -> str:
+    """``CPU`` → ``ai_queue_CPU``, ``GPU:0`` → ``ai_queue_GPU_0`` (a ``:`` would split an INFO line)."""
+    return "ai_queue_" + device.replace(":", "_")
+
+
+def _queues(ai: AIState) -> Fields:
+    queues = list(ai.queues.queues.values())
+    threads = ai.queues.threads_per_queue
+    fields: Fields = [("ai_devices", ",".join(q.name for q in queues)), ("ai_worker_threads", threads * len(queues))]
+    for queue in queues:
+        fields.append((queue_field_name(queue.name), f"device={queue.name},length={len(queue)},threads={threads},"
+                       f"busy_sec={queue.busy_seconds:.6f},executed={queue.executed}"))
+    return fields
+
+
+def _runs(ai: AIState) -> Fields:
+    records = list(ai.stats.values())
+    return [
+        ("ai_models", sum(1 for r in records if r.kind == "MODEL")),
+        ("ai_scripts", sum(1 for r in records if r.kind == "SCRIPT")),
+        ("ai_runs", ai.runs),
+        ("ai_run_errors", ai.run_errors),
+    ]
+
+
+def commandstats_lines(ctx: ServerContext) -> list[str]:
+    """``cmdstat_<name>:calls=..,usec=..,usec_per_call=..,failed_calls=..`` for each of our commands called."""
+    lines = []
+    for name, stat in sorted(ctx.stats.commands.items()):
+        per_call = stat.usec / stat.calls if stat.calls else 0.0
+        lines.append(f"cmdstat_{name.lower()}:calls={stat.calls},usec={stat.usec},usec_per_call={per_call:.2f},"
+                     f"failed_calls={stat.failed}\r\n")
+    return lines
+
+
+def merge_commandstats(store_text: str, ours: list[str]) -> str:
+    """Our lines inside the store's ``# Commandstats`` section (after its header), or a section of their own."""
+    header = "# Commandstats\r\n"
+    at = store_text.find(header)
+    if at < 0:
+        section = header + "".join(ours)
+        return section if not store_text.strip() else store_text.rstrip("\r\n") + "\r\n\r\n" + section
+    at += len(header)
+    return store_text[:at] + "".join(ours) + store_text[at:]

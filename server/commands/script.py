@@ -1,0 +1,220 @@
+"""Script commands: AI.SCRIPTSTORE/SCRIPTSET, AI.SCRIPTGET, AI.SCRIPTDEL, AI.SCRIPTEXECUTE/SCRIPTRUN, AI._SCRIPTSCAN.
+
+A script is one Redis hash (backends/objects.py) holding its TorchScript source; the compiled form is cached in
+the process by (device, source digest) (server/script_cache.py). AI.SCRIPTEXECUTE reads the script's metadata,
+the input tensors and the output keys' types in one round trip, runs as a one-op DAG on the script's device
+queue, then writes the outputs in one atomic round trip before it replies (the model commands' pattern).
+
+For the DAG engine's script ops: ``script_meta`` (decode an HMGET of SCRIPT_META_FIELDS the DAG read in its own
+round trip), ``fetch_source``, ``ScriptCache.get`` (``ctx.ai.scripts``) and ``script_work``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from backends import errors as msgs
+from backends.errors import AIError, wrong_arity
+from backends.objects import (
+    MARKER_FIELD,
+    SCRIPT_MARKER,
+    SCRIPT_META_FIELDS,
+    ScriptMeta,
+    blob_digest,
+    check_marker,
+    decode_script_meta,
+    script_hash_fields,
+)
+from backends.tensor import Tensor
+from dag.runinfo import RunInfo, Step
+from dag.script_work import ScriptWork
+from server.ai import RunStats
+from server.commands.model import check_output_types, decode_input, output_type_checks, write_outputs
+from server.commands.script_args import (
+    ScriptExecuteRequest,
+    ScriptStoreRequest,
+    check_scriptexecute_arity,
+    check_scriptrun_arity,
+    parse_scriptexecute,
+    parse_scriptget_flags,
+    parse_scriptrun,
+    parse_scriptset,
+    parse_scriptstore,
+)
+from server.execution import execute_run
+from server.keyspace import Keyspace
+from server.resp import OK, Status
+from server.script_host import LoopScriptHost
+
+if TYPE_CHECKING:
+    from backends.script_backend import CompiledScript
+    from server.connection import ClientConnection
+    from server.context import ServerContext
+
+log = logging.getLogger("redisai.script")
+
+ParseExecute = Callable[[list[bytes]], ScriptExecuteRequest]
+
+
+# --- storing ------------------------------------------------------------------------------------------------------
+
+
+async def cmd_scriptstore(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AI.SCRIPTSTORE key device [TAG tag] ENTRY_POINTS n fn... SOURCE src"""
+    return await _store(client, parse_scriptstore(argv))
+
+
+async def cmd_scriptset(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AI.SCRIPTSET key device [TAG tag] SOURCE src   (deprecated: no entry points)"""
+    return await _store(client, parse_scriptset(argv))
+
+
+async def _store(client: ClientConnection, req: ScriptStoreRequest) -> Any:
+    """Compile (off the loop: a script that does not compile is its own error), check the key, write, cache.
+
+    As in RedisAI, compile and entry-point errors come before WRONGTYPE.
+    """
+    ai = client.ctx.ai
+    meta = ScriptMeta(req.device, req.tag, req.entry_points, blob_digest(req.source))
+    compiled = await ai.scripts.compile(req.source, req.device, req.entry_points)
+    keyspace = client.keyspace()
+    exists, marker = await keyspace.pipeline([(b"EXISTS", req.key), (b"HGET", req.key, MARKER_FIELD)])
+    check_marker(marker, SCRIPT_MARKER, exists)
+    await keyspace.write_atomic([(b"DEL", req.key), (b"HSET", req.key, *script_hash_fields(meta, req.source))])
+    ai.scripts.put(meta, compiled)
+    ai.queues.queue(meta.device.queue_name)
+    ai.stats[req.key] = RunStats(req.key, "SCRIPT", "TORCH", meta.device.text, meta.tag)
+    return OK
+
+
+# --- reading and deleting -----------------------------------------------------------------------------------------
+
+
+async def script_meta(keyspace: Keyspace, key: bytes, values: Any) -> ScriptMeta:
+    """A script's metadata from ``HMGET key *SCRIPT_META_FIELDS``; only when every field is missing does a
+    second look tell a missing key (``ERR script key is empty``) from a hash that is not a script (WRONGTYPE)."""
+    if isinstance(values, list) and all(value is None for value in values):
+        exists = await keyspace.call(b"EXISTS", key)
+    else:
+        exists = 1
+    meta = decode_script_meta(values, exists)
+    if meta is None:
+        raise AIError(msgs.SCRIPT_KEY_EMPTY_MSG)
+    return meta
+
+
+async def fetch_source(keyspace: Keyspace, key: bytes) -> bytes:
+    """The stored source (read only when the compiled script is not cached)."""
+    source = await keyspace.call(b"HGET", key, b"source")
+    if not isinstance(source, bytes):
+        raise AIError(msgs.SCRIPT_KEY_EMPTY_MSG)
+    return source
+
+
+async def cmd_scriptget(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AI.SCRIPTGET key [META] [SOURCE]"""
+    want_meta, want_source = parse_scriptget_flags(argv)
+    keyspace = client.keyspace()
+    values = (await keyspace.pipeline([(b"HMGET", argv[1], *SCRIPT_META_FIELDS, b"source")]))[0]
+    fields = values[: len(SCRIPT_META_FIELDS)] if isinstance(values, list) else values
+    meta = await script_meta(keyspace, argv[1], fields)
+    source = values[-1] or b""
+    if not want_meta:
+        return source
+    reply: list[Any] = ["device", meta.device.text, "tag", meta.tag, "Entry Points", list(meta.entry_points)]
+    return [*reply, "source", source] if want_source else reply
+
+
+async def cmd_scriptdel(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AI.SCRIPTDEL key"""
+    if len(argv) != 2:
+        raise wrong_arity(argv[0].decode(errors="replace"))
+    keyspace = client.keyspace()
+    exists, marker = await keyspace.pipeline([(b"EXISTS", argv[1]), (b"HGET", argv[1], MARKER_FIELD)])
+    if not check_marker(marker, SCRIPT_MARKER, exists):
+        raise AIError(msgs.SCRIPT_KEY_EMPTY_MSG)
+    await keyspace.call(b"DEL", argv[1])
+    client.ctx.ai.stats.pop(argv[1], None)
+    return OK
+
+
+def cmd_scriptscan(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AI._SCRIPTSCAN: [key, tag] of every script stored through this server (RedisAI's stats registry)."""
+    if len(argv) != 1:
+        raise wrong_arity(argv[0].decode(errors="replace"))
+    log.warning("AI._SCRIPTSCAN is experimental")
+    return [[s.key, s.tag] for s in client.ctx.ai.stats.values() if s.kind == "SCRIPT"]
+
+
+# --- executing ----------------------------------------------------------------------------------------------------
+
+
+async def cmd_scriptexecute(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AI.SCRIPTEXECUTE key function [KEYS n key...] [INPUTS n key...] [ARGS n arg...] [OUTPUTS m key...]
+    [TIMEOUT ms]"""
+    check_scriptexecute_arity(argv)
+    return await _execute(client, argv, parse_scriptexecute)
+
+
+async def cmd_scriptrun(client: ClientConnection, argv: list[bytes]) -> Any:
+    """AI.SCRIPTRUN key function [TIMEOUT ms] [INPUTS key... [$ key...]] [OUTPUTS key...]   (deprecated)"""
+    check_scriptrun_arity(argv)
+    return await _execute(client, argv, parse_scriptrun)
+
+
+def script_work(ctx: ServerContext, meta: ScriptMeta, compiled: CompiledScript,
+                req: ScriptExecuteRequest) -> ScriptWork:
+    """The Work of one script op (call from the event loop): entry-point convention when the function is one
+    of the script's ENTRY_POINTS, and redis/redisAI calls reaching database 0 of ``ctx``'s store."""
+    return ScriptWork(compiled, req.function, entry_point=req.function in meta.entry_points,
+                      n_outputs=len(req.outputs), keys=req.keys, args=req.args,
+                      host=LoopScriptHost.for_server(ctx))
+
+
+async def _prefetch(keyspace: Keyspace, argv: list[bytes],
+                    parse: ParseExecute) -> tuple[ScriptMeta, ScriptExecuteRequest, list[Tensor]]:
+    """One round trip: the script's metadata, the inputs and the output keys' types. Errors come in RedisAI's
+    order: the script lookup, then the arguments, then the input tensors, then the outputs' types."""
+    try:
+        req: ScriptExecuteRequest | None = parse(argv)
+        problem: AIError | None = None
+    except AIError as exc:
+        req, problem = None, exc
+    commands: list[tuple[bytes, ...]] = [(b"HMGET", argv[1], *SCRIPT_META_FIELDS)]
+    if req is not None:
+        commands += [(b"GET", key) for key in req.inputs] + output_type_checks(list(req.outputs))
+    replies = await keyspace.pipeline(commands)
+    meta = await script_meta(keyspace, argv[1], replies[0])
+    if req is None:
+        raise problem or AIError(msgs.INTERNAL_MSG.format(detail="parse"))
+    fetched = replies[1 : 1 + len(req.inputs)]
+    inputs = [decode_input(value) for value in fetched]
+    check_output_types(replies[1 + len(req.inputs) :])
+    return meta, req, inputs
+
+
+async def _execute(client: ClientConnection, argv: list[bytes], parse: ParseExecute) -> Any:
+    ai, keyspace = client.ctx.ai, client.keyspace()
+    meta, req, inputs = await _prefetch(keyspace, argv, parse)
+    compiled = await ai.scripts.get(meta, lambda: fetch_source(keyspace, req.key))
+    run = _one_op_run(meta, script_work(client.ctx, meta, compiled, req), inputs, len(req.outputs), req.timeout_ms)
+    await execute_run(ai.queues, run)
+    ai.record(req.key, run.results[0], 0)  # RedisAI counts no samples for scripts (AI.INFO shows -1)
+    if run.timed_out:
+        return Status(msgs.TIMEDOUT_STATUS)
+    if run.error is not None:
+        raise run.error
+    await write_outputs(keyspace, req.outputs, run.slots[len(inputs) :])
+    return OK
+
+
+def _one_op_run(meta: ScriptMeta, work: ScriptWork, inputs: list[Tensor], n_outputs: int,
+                timeout_ms: int | None) -> RunInfo:
+    """A single SCRIPTEXECUTE as a one-op DAG on the script's device: inputs in slots 0..n-1, outputs after."""
+    n_in = len(inputs)
+    step = Step(0, meta.device.queue_name, tuple(range(n_in)), tuple(range(n_in, n_in + n_outputs)), work)
+    deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
+    return RunInfo([step], [*inputs, *([None] * n_outputs)], deadline=deadline)

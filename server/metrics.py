@@ -1,0 +1,50 @@
+"""Metrics hooks: what the rest of the server calls, whether or not Prometheus metrics are on.
+
+``ServerContext.metrics`` is a ``Metrics``. With ``--metrics-port`` 0 (the default) it is this do-nothing
+base class and prometheus_client is never imported; with a port, ``make_metrics`` imports
+``server.prometheus`` lazily and returns its ``PrometheusMetrics``, which serves ``/metrics`` on that port.
+
+Hooks (cheap, safe to call from any thread):
+
+* ``observe_batch(key, size, device)`` — the batching code calls it once per batched model run, with the
+  model key, the number of requests merged into the batch and the device queue name.
+* ``observe_run(key, stats, result)`` — installed as ``AIState.on_run``: called after every model or script
+  op that ran (latency histogram, error counter).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dag.runinfo import StepResult
+    from server.ai import RunStats
+    from server.context import ServerContext
+
+
+class Metrics:
+    """Metrics off: every hook does nothing."""
+
+    enabled = False
+    port = 0
+
+    def observe_batch(self, key: bytes, size: int, device: str) -> None:
+        """One batched run of model ``key`` on ``device`` that merged ``size`` requests."""
+
+    def observe_run(self, key: bytes, stats: RunStats | None, result: StepResult) -> None:
+        """One model/script op that ran (``result.ok``) or failed (``result.error``)."""
+
+    async def start(self) -> None:
+        """Open the HTTP listener (nothing to do when off)."""
+
+    async def stop(self) -> None:
+        """Close the HTTP listener (nothing to do when off)."""
+
+
+def make_metrics(ctx: ServerContext) -> Metrics:
+    """The context's metrics: Prometheus when ``metrics_port`` is set, else the do-nothing hooks."""
+    if not ctx.config.metrics_port:
+        return Metrics()
+    from server.prometheus import PrometheusMetrics  # lazy: prometheus_client only when asked for
+
+    return PrometheusMetrics(ctx)

@@ -1,0 +1,105 @@
+"""LoopScriptHost: how a script running on a worker thread reaches the store and the models.
+
+``redis.execute(...)`` and ``redisAI.model_execute(...)`` run inside a script, on a device worker thread. The
+event loop owns the store (fakeredis is not thread-safe, and the keyspace's pipelined link is the loop's), so
+every request is handed to the loop with ``asyncio.run_coroutine_threadsafe`` and the worker waits for the
+reply. That cannot deadlock: the loop never waits for a worker (``execute_run`` awaits a future). The wait is
+still bounded, a closed loop is a clear error, and a call made on the loop thread itself is refused.
+
+Both reach database 0 whatever database the client selected (REDISAI-REFERENCE.md §6.2, quirk 15).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from backends import errors as msgs
+from backends.base import LoadedModel
+from backends.errors import AIError
+from backends.objects import MODEL_META_FIELDS, decode_model_meta
+from server.ai import ModelCache
+from server.commands.model import fetch_blob
+from server.keyspace import Keyspace
+
+if TYPE_CHECKING:
+    from server.context import ServerContext
+
+CALL_TIMEOUT_S = 30.0
+T = TypeVar("T")
+
+# Commands that would change or block the keyspace's shared link (its database, a transaction, a
+# subscription, a blocking wait) or the server's connections: refused, as Redis refuses them to Lua.
+NOT_FROM_SCRIPTS = frozenset({
+    b"MULTI", b"EXEC", b"DISCARD", b"WATCH", b"UNWATCH", b"SELECT", b"SUBSCRIBE", b"UNSUBSCRIBE", b"PSUBSCRIBE",
+    b"PUNSUBSCRIBE", b"SSUBSCRIBE", b"SUNSUBSCRIBE", b"MONITOR", b"SYNC", b"PSYNC", b"REPLCONF", b"BLPOP",
+    b"BRPOP", b"BRPOPLPUSH", b"BLMOVE", b"BLMPOP", b"BZPOPMIN", b"BZPOPMAX", b"BZMPOP", b"WAIT", b"WAITAOF",
+    b"CLIENT", b"HELLO", b"AUTH", b"RESET", b"QUIT", b"SHUTDOWN",
+})
+
+
+def refused(argv: list[bytes]) -> bool:
+    """True for a command a script may not send (``XREAD``/``XREADGROUP`` only when they would block)."""
+    name = argv[0].upper() if argv else b""
+    if name in (b"XREAD", b"XREADGROUP"):
+        return any(arg.upper() == b"BLOCK" for arg in argv[1:])
+    return name in NOT_FROM_SCRIPTS
+
+
+class LoopScriptHost:
+    """A ``ScriptHost`` (backends/script_backend.py) over one server's event loop, keyspace and models."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, keyspace: Keyspace, models: ModelCache,
+                 timeout_s: float = CALL_TIMEOUT_S) -> None:
+        self._loop = loop
+        self._keyspace = keyspace
+        self._models = models
+        self._timeout_s = timeout_s
+
+    @classmethod
+    def for_server(cls, ctx: ServerContext) -> LoopScriptHost:
+        """The host for runs started now, from the event loop: database 0 of ``ctx``'s store."""
+        return cls(asyncio.get_running_loop(), ctx.keyspace(0), ctx.ai.models)
+
+    def call(self, argv: list[bytes]) -> Any:
+        """One command's reply value (an ``AIError`` value for an error reply or a refused command)."""
+        if refused(argv):
+            return AIError(msgs.REDIS_CALL_NOT_ALLOWED_MSG)
+        return self._wait(self._keyspace.pipeline([argv]))[0]
+
+    def model(self, key: bytes) -> LoadedModel:
+        """The model under ``key``, loaded through the server's model cache."""
+        return self._wait(self._load_model(key))
+
+    async def _load_model(self, key: bytes) -> LoadedModel:
+        keyspace = self._keyspace
+        values = (await keyspace.pipeline([(b"HMGET", key, *MODEL_META_FIELDS)]))[0]
+        missing = isinstance(values, list) and all(value is None for value in values)
+        meta = decode_model_meta(values, await keyspace.call(b"EXISTS", key) if missing else 1)
+        if meta is None:
+            raise AIError(msgs.MODEL_KEY_EMPTY_MSG)
+        return await self._models.get(meta, lambda: fetch_blob(keyspace, key))
+
+    def _wait(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` on the loop and wait for it on this (worker) thread."""
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            work.close()
+            raise AIError(msgs.SCRIPT_CALL_ON_LOOP_MSG)
+        try:
+            future = asyncio.run_coroutine_threadsafe(work, self._loop)
+        except RuntimeError as exc:  # the loop is closed
+            work.close()
+            raise AIError(msgs.SCRIPT_CALL_LOOP_GONE_MSG) from exc
+        try:
+            return future.result(self._timeout_s)
+        except concurrent.futures.TimeoutError as exc:
+            future.cancel()
+            raise AIError(msgs.SCRIPT_CALL_TIMEOUT_MSG) from exc
+        except concurrent.futures.CancelledError as exc:
+            raise AIError(msgs.SCRIPT_CALL_LOOP_GONE_MSG) from exc

@@ -1,0 +1,134 @@
+"""INFO ai, INFO commandstats and the Prometheus /metrics endpoint, after real runs."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import redis
+import torch
+from prometheus_client.parser import text_string_to_metric_families
+
+from server.config import Config
+from tests import models
+from tests.integration.test_tensor import pack
+from tests.support import RunningServer, free_port, running_server
+
+SCRIPT = "def bar(tensors: List[Tensor], keys: List[str], args: List[str]):\n    return tensors[0] + tensors[1]\n"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _runs(conn: redis.Redis) -> None:
+    """Two model runs that succeed, one that fails at run time, one script run."""
+    conn.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", models.torch_add())
+    conn.execute_command("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", 1, "bar", "SOURCE", SCRIPT)
+    conn.execute_command("AI.TENSORSET", "a", "FLOAT", 2, 2, "VALUES", 1, 2, 3, 4)
+    conn.execute_command("AI.TENSORSET", "bad", "FLOAT", 3, "VALUES", 1, 2, 3)
+    for _ in range(2):
+        conn.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c")
+    with pytest.raises(redis.ResponseError):
+        conn.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "bad", "OUTPUTS", 1, "c")
+    conn.execute_command("AI.SCRIPTEXECUTE", "s", "bar", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "d")
+
+
+def test_info_ai_changes_after_runs(server: RunningServer) -> None:
+    conn = server.client()
+    before = conn.info("ai")
+    assert before["ai_RedisAI_version"] == "1.2.7" and before["ai_threads_per_queue"] == 1
+    assert (before["ai_runs"], before["ai_run_errors"], before["ai_models"], before["ai_worker_threads"]) == (0, 0, 0, 0)
+    assert "ai_Torch_version" not in before and "ai_queue_CPU" not in before
+    _runs(conn)
+    after = conn.info("ai")
+    assert after["ai_Torch_version"] == torch.__version__ and after["ai_backends_loaded"] == "TORCH"
+    assert (after["ai_runs"], after["ai_run_errors"], after["ai_models"], after["ai_scripts"]) == (4, 1, 1, 1)
+    assert after["ai_devices"] == "CPU" and after["ai_worker_threads"] == 1
+    queue = after["ai_queue_CPU"]
+    assert (queue["device"], queue["length"], queue["threads"], queue["executed"]) == ("CPU", 0, 1, 4)
+    assert queue["busy_sec"] > 0
+    assert "ai_runs" not in conn.info()
+    assert conn.info("modules")["ai_runs"] == 4
+    everything = conn.info("everything")
+    assert everything["ai_runs"] == 4 and everything["cmdstat_ai.modelexecute"]["calls"] == 3
+
+
+def test_info_commandstats_counts_our_commands(server: RunningServer) -> None:
+    conn = server.client()
+    _runs(conn)
+    stats = conn.info("commandstats")
+    execute = stats["cmdstat_ai.modelexecute"]
+    assert (execute["calls"], execute["failed_calls"]) == (3, 1) and execute["usec"] > 0
+    assert stats["cmdstat_ai.scriptexecute"]["calls"] == 1
+    text = _raw_info(server, "commandstats")
+    assert text.count("# Commandstats") == 1
+    assert re.search(r"^cmdstat_ai\.modelexecute:calls=3,usec=\d+,usec_per_call=\d+\.\d\d,failed_calls=1\r$", text,
+                     re.MULTILINE), text
+
+
+def _raw_info(server: RunningServer, section: str) -> str:
+    """INFO's bulk string as sent on the wire (redis-py would parse it into a dict)."""
+    raw = server.raw()
+    raw.send(pack("INFO", section))
+    data = b""
+    while b"\r\n" not in data or len(data) < data.index(b"\r\n") + 2 + int(data[1 : data.index(b"\r\n")]) + 2:
+        data += raw.sock.recv(65536)
+    raw.close()
+    start = data.index(b"\r\n") + 2
+    return data[start:-2].decode()
+
+
+def _scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        assert response.headers["Content-Type"].startswith("text/plain")
+        text = response.read().decode()
+    return {(sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def _labels(**labels: str) -> frozenset[tuple[str, str]]:
+    return frozenset(labels.items())
+
+
+def test_metrics_endpoint_after_runs() -> None:
+    port = free_port()
+    with running_server(Config(port=0, metrics_port=port)) as server:
+        conn = server.client()
+        _runs(conn)
+        server.server.ctx.metrics.observe_batch(b"m", 3, "CPU")  # what the batching code reports
+        scraped = _scrape(port)
+        model, script = _labels(key="m", type="MODEL", device="CPU"), _labels(key="s", type="SCRIPT", device="CPU")
+        assert scraped[("redisai_requests_total", _labels(command="AI.MODELEXECUTE"))] == 3
+        assert scraped[("redisai_request_errors_total", _labels(command="AI.MODELEXECUTE"))] == 1
+        assert scraped[("redisai_request_seconds_total", _labels(command="AI.MODELEXECUTE"))] > 0
+        assert scraped[("redisai_run_duration_seconds_count", model)] == 2
+        assert scraped[("redisai_run_duration_seconds_sum", model)] > 0
+        assert scraped[("redisai_run_duration_seconds_bucket", model | _labels(le="+Inf"))] == 2
+        assert scraped[("redisai_run_duration_seconds_count", script)] == 1
+        assert scraped[("redisai_run_failures_total", model)] == 1
+        assert scraped[("redisai_batch_size_count", _labels(key="m", device="CPU"))] == 1
+        assert scraped[("redisai_batch_size_bucket", _labels(key="m", device="CPU", le="2.0"))] == 0
+        assert scraped[("redisai_batch_size_bucket", _labels(key="m", device="CPU", le="4.0"))] == 1
+        assert scraped[("redisai_queue_depth", _labels(device="CPU"))] == 0
+        assert scraped[("redisai_queue_executed_steps_total", _labels(device="CPU"))] == 4
+        assert scraped[("redisai_runs_total", _labels())] == 4
+        assert scraped[("redisai_run_errors_total", _labels())] == 1
+        assert scraped[("redisai_connected_clients", _labels())] == 1
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/other", timeout=10)
+        assert missing.value.code == 404
+        conn.close()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()  # stopped with the server
+
+
+def test_metrics_off_never_imports_prometheus_client() -> None:
+    code = ("import sys\nfrom server.app import Server\nfrom server.config import Config\n"
+            "server = Server(Config(port=0))\nassert not server.ctx.metrics.enabled\n"
+            "assert 'prometheus_client' not in sys.modules and 'torch' not in sys.modules\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
