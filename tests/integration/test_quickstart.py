@@ -37,7 +37,7 @@ def _matches(expected: list[str], got: list[str]) -> bool:
 
 
 def test_quickstart_session(server: RunningServer, tmp_path: Path) -> None:
-    shutil.copy(ROOT / "examples" / "prep.py", tmp_path)
+    shutil.copy(ROOT / "examples" / "prep.torchscript", tmp_path)
     subprocess.run([sys.executable, str(ROOT / "examples" / "make_models.py"), str(tmp_path)], check=True,
                    capture_output=True, timeout=120)
     steps = _session()
