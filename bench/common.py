@@ -5,33 +5,20 @@ from __future__ import annotations
 import csv
 import io
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 
-from tests.support import free_port, wait_for_port
+from tests.support import free_port, redis_server_process, wait_for_port
 
 
 @contextmanager
 def redis_server() -> Iterator[int]:
-    """A throw-away redis-server; yields its port; stopped by its pid."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        raise SystemExit("redis-server is required (apt-get install redis-server)")
-    port = free_port()
-    with tempfile.TemporaryDirectory() as workdir:
-        proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-                                 "no", "--dir", workdir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            wait_for_port(port)
-            yield port
-        finally:
-            proc.terminate()
-            proc.wait(10)
+    """A throw-away redis-server (tests/support.py); yields its port; stopped by its pid."""
+    with redis_server_process() as url:
+        yield int(url.rsplit(":", 1)[1])
 
 
 @contextmanager

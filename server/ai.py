@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from backends.base import LoadedModel, RuntimeOptions
@@ -13,6 +12,7 @@ from backends.registry import BackendRegistry, default_backends_path
 from dag.queues import QueueManager
 from dag.runinfo import StepResult
 from server.config import Config
+from server.handle_cache import HandleCache
 from server.script_cache import ScriptCache
 
 MODEL_CACHE_CAPACITY = 64
@@ -48,67 +48,25 @@ class RunStats:
     errors: int = 0
 
 
-class ModelCache:
-    """Loaded models by (backend, device queue, blob digest), least recently used first out.
-
-    Keyed by content, not by key name: a model replaced through another server or directly in Redis has
-    a new digest and is loaded afresh, never served stale. Loading runs off the event loop, once per
-    digest even when several clients ask at the same time.
-    """
+class ModelCache(HandleCache[ModelMeta, LoadedModel]):
+    """Loaded models by (backend, device queue, blob digest) — see server/handle_cache.py."""
 
     def __init__(self, backends: BackendRegistry, settings: AISettings, capacity: int = MODEL_CACHE_CAPACITY) -> None:
+        super().__init__(capacity)
         self._backends = backends
         self._settings = settings
-        self._capacity = capacity
-        self._loaded: OrderedDict[tuple[str, str, str], LoadedModel] = OrderedDict()
-        self._loading: dict[tuple[str, str, str], asyncio.Future[LoadedModel]] = {}
 
-    @staticmethod
-    def cache_key(meta: ModelMeta) -> tuple[str, str, str]:
+    def cache_key(self, meta: ModelMeta) -> tuple[str, str, str]:
         return meta.backend, meta.device.queue_name, meta.digest
 
-    def lookup(self, meta: ModelMeta) -> LoadedModel | None:
-        key = self.cache_key(meta)
-        model = self._loaded.get(key)
-        if model is not None:
-            self._loaded.move_to_end(key)
-        return model
-
-    def put(self, meta: ModelMeta, model: LoadedModel) -> None:
-        key = self.cache_key(meta)
-        self._loaded[key] = model
-        self._loaded.move_to_end(key)
-        while len(self._loaded) > self._capacity:
-            self._loaded.popitem(last=False)
+    async def build(self, meta: ModelMeta, payload: bytes) -> LoadedModel:
+        return await self.load(meta, payload)
 
     async def load(self, meta: ModelMeta, blob: bytes) -> LoadedModel:
         """Build a model from its blob in a worker thread (validating it), without caching it."""
         backend = self._backends.get(meta.backend)
         options = self._settings.runtime_options()
         return await asyncio.to_thread(backend.load_model, blob, meta.device, options)
-
-    async def get(self, meta: ModelMeta, fetch_blob: Callable[[], Awaitable[bytes]]) -> LoadedModel:
-        """The loaded model for ``meta``, loading it (blob fetched on demand) when not cached."""
-        cached = self.lookup(meta)
-        if cached is not None:
-            return cached
-        key = self.cache_key(meta)
-        pending = self._loading.get(key)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        future: asyncio.Future[LoadedModel] = asyncio.get_running_loop().create_future()
-        self._loading[key] = future
-        try:
-            model = await self.load(meta, await fetch_blob())
-            self.put(meta, model)
-            future.set_result(model)
-            return model
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: waiters get it, nobody logs "never retrieved"
-            raise
-        finally:
-            del self._loading[key]
 
 
 @dataclass

@@ -9,14 +9,14 @@ time; the torch script backend is imported there too, on first use (``import ser
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from backends import errors as msgs
 from backends.device import Device
 from backends.errors import AIError
 from backends.objects import ScriptMeta
+from server.handle_cache import HandleCache
 
 if TYPE_CHECKING:
     from backends.script_backend import CompiledScript
@@ -35,55 +35,18 @@ def compile_now(source: bytes, device: Device, entry_points: Sequence[str]) -> C
     return script_backend.compile_script(source, device, entry_points)
 
 
-class ScriptCache:
-    """Compiled scripts by (device queue, source digest), least recently used first out."""
+class ScriptCache(HandleCache[ScriptMeta, "CompiledScript"]):
+    """Compiled scripts by (device queue, source digest) — see server/handle_cache.py."""
 
     def __init__(self, capacity: int = SCRIPT_CACHE_CAPACITY) -> None:
-        self._capacity = capacity
-        self._compiled: OrderedDict[CacheKey, CompiledScript] = OrderedDict()
-        self._compiling: dict[CacheKey, asyncio.Future[CompiledScript]] = {}
+        super().__init__(capacity)
 
-    @staticmethod
-    def cache_key(meta: ScriptMeta) -> CacheKey:
+    def cache_key(self, meta: ScriptMeta) -> CacheKey:
         return meta.device.queue_name, meta.digest
 
-    def lookup(self, meta: ScriptMeta) -> CompiledScript | None:
-        key = self.cache_key(meta)
-        compiled = self._compiled.get(key)
-        if compiled is not None:
-            self._compiled.move_to_end(key)
-        return compiled
-
-    def put(self, meta: ScriptMeta, compiled: CompiledScript) -> None:
-        key = self.cache_key(meta)
-        self._compiled[key] = compiled
-        self._compiled.move_to_end(key)
-        while len(self._compiled) > self._capacity:
-            self._compiled.popitem(last=False)
+    async def build(self, meta: ScriptMeta, payload: bytes) -> CompiledScript:
+        return await self.compile(payload, meta.device, meta.entry_points)
 
     async def compile(self, source: bytes, device: Device, entry_points: Sequence[str]) -> CompiledScript:
         """Compile ``source`` in a worker thread (checking its entry points), without caching it."""
         return await asyncio.to_thread(compile_now, source, device, tuple(entry_points))
-
-    async def get(self, meta: ScriptMeta, fetch_source: Callable[[], Awaitable[bytes]]) -> CompiledScript:
-        """The compiled script for ``meta``, compiling it (source fetched on demand) when not cached."""
-        cached = self.lookup(meta)
-        if cached is not None:
-            return cached
-        key = self.cache_key(meta)
-        pending = self._compiling.get(key)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        future: asyncio.Future[CompiledScript] = asyncio.get_running_loop().create_future()
-        self._compiling[key] = future
-        try:
-            compiled = await self.compile(await fetch_source(), meta.device, meta.entry_points)
-            self.put(meta, compiled)
-            future.set_result(compiled)
-            return compiled
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: waiters get it, nobody logs "never retrieved"
-            raise
-        finally:
-            del self._compiling[key]

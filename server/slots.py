@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
 
 
 @dataclass(slots=True, eq=False)
@@ -67,3 +68,28 @@ BLOCKING_COMMANDS = frozenset(
     {b"blpop", b"brpop", b"brpoplpush", b"blmove", b"blmpop", b"bzpopmin", b"bzpopmax", b"bzmpop", b"wait",
      b"waitaof"}
 )
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+LinkT = TypeVar("LinkT", bound=_Closable)
+
+
+class LinksByDatabase(Generic[LinkT]):
+    """A store's keyspace links, one per database, made on first use and closed together."""
+
+    def __init__(self, make: Callable[[int], LinkT]) -> None:
+        self._make = make
+        self._links: dict[int, LinkT] = {}
+
+    def get(self, db: int) -> LinkT:
+        if db not in self._links:
+            self._links[db] = self._make(db)
+        return self._links[db]
+
+    def close_all(self) -> None:
+        for link in self._links.values():
+            link.close()
+        self._links.clear()

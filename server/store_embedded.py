@@ -22,7 +22,7 @@ from fakeredis._socket._async import AsyncFakeSocket
 from backends import errors as msgs
 from backends.errors import AIError
 from server.resp import NULL_ARRAY, Push, Status, encode
-from server.slots import PUBSUB_COMMANDS, ReplySlot, SessionSink
+from server.slots import PUBSUB_COMMANDS, LinksByDatabase, ReplySlot, SessionSink
 
 _MESSAGE_KINDS = frozenset({b"message", b"pmessage", b"smessage"})
 # Commands whose "nothing" reply is a null array (*-1), where fakeredis gives a plain None.
@@ -173,7 +173,7 @@ class EmbeddedStore:
 
     def __init__(self) -> None:
         self.server = FakeServer(version=(7, 2))
-        self._links: dict[int, EmbeddedLink] = {}
+        self._links = LinksByDatabase(lambda db: EmbeddedLink(self.server, db))
 
     async def start(self) -> None:
         return None
@@ -182,14 +182,10 @@ class EmbeddedStore:
         return EmbeddedSession(self.server, sink)
 
     def link(self, db: int) -> EmbeddedLink:
-        if db not in self._links:
-            self._links[db] = EmbeddedLink(self.server, db)
-        return self._links[db]
+        return self._links.get(db)
 
     async def close(self) -> None:
-        for link in self._links.values():
-            link.close()
-        self._links.clear()
+        self._links.close_all()
 
     def describe(self) -> str:
         return "embedded"

@@ -21,7 +21,7 @@ import hiredis
 from backends import errors as msgs
 from backends.errors import AIError
 from server.resp import ReplyFramer
-from server.slots import PUBSUB_COMMANDS, SUBSCRIBE_COMMANDS, ReplySlot, SessionSink
+from server.slots import PUBSUB_COMMANDS, SUBSCRIBE_COMMANDS, LinksByDatabase, ReplySlot, SessionSink
 
 _NEED_MORE = object()
 
@@ -351,7 +351,7 @@ class RedisStore:
 
     def __init__(self, url: str) -> None:
         self.address = parse_store_url(url)
-        self._links: dict[int, RedisLink] = {}
+        self._links = LinksByDatabase(lambda db: RedisLink(self.address, db))
 
     async def start(self) -> None:
         """Fail fast at start when the store cannot be reached or refuses our login."""
@@ -361,14 +361,10 @@ class RedisStore:
         return RedisSession(self.address, sink)
 
     def link(self, db: int) -> RedisLink:
-        if db not in self._links:
-            self._links[db] = RedisLink(self.address, db)
-        return self._links[db]
+        return self._links.get(db)
 
     async def close(self) -> None:
-        for link in self._links.values():
-            link.close()
-        self._links.clear()
+        self._links.close_all()
 
     def describe(self) -> str:
         return self.address.describe()

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -154,3 +155,11 @@ class RawClient:
 
 def ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def run_client_script(python: Path, script: str, *args: object, expect: str) -> None:
+    """Run ``script`` with another interpreter (the redisai client's virtualenv) and check it printed ``expect``."""
+    result = subprocess.run([str(python), "-c", script, *(str(a) for a in args)], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert expect in result.stdout, result.stdout

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
-from backends.errors import AIError, wrong_arity
+from backends.errors import AIError
 from backends.objects import (
     MARKER_FIELD,
     MODEL_MARKER,
@@ -42,6 +42,7 @@ from server.commands.model_args import (
     parse_modelset,
     parse_modelstore,
 )
+from server.commands.stored import delete_stored, scan_stored
 from server.execution import execute_run
 from server.keyspace import Keyspace
 from server.metrics import Metrics
@@ -128,23 +129,12 @@ async def cmd_modelget(client: ClientConnection, argv: list[bytes]) -> Any:
 
 async def cmd_modeldel(client: ClientConnection, argv: list[bytes]) -> Any:
     """AI.MODELDEL key"""
-    if len(argv) != 2:
-        raise wrong_arity(argv[0].decode(errors="replace"))
-    keyspace = client.keyspace()
-    exists, marker = await keyspace.pipeline([(b"EXISTS", argv[1]), (b"HGET", argv[1], MARKER_FIELD)])
-    if not check_marker(marker, MODEL_MARKER, exists):
-        raise AIError(msgs.MODEL_KEY_EMPTY_MSG)
-    await keyspace.call(b"DEL", argv[1])
-    client.ctx.ai.stats.pop(argv[1], None)
-    return OK
+    return await delete_stored(client, argv, MODEL_MARKER, msgs.MODEL_KEY_EMPTY_MSG)
 
 
 def cmd_modelscan(client: ClientConnection, argv: list[bytes]) -> Any:
-    """AI._MODELSCAN: [key, tag] of every model stored through this server (RedisAI's stats registry)."""
-    if len(argv) != 1:
-        raise wrong_arity(argv[0].decode(errors="replace"))
-    log.warning("AI._MODELSCAN is experimental")
-    return [[s.key, s.tag] for s in client.ctx.ai.stats.values() if s.kind == "MODEL"]
+    """AI._MODELSCAN"""
+    return scan_stored(client, argv, "MODEL")
 
 
 # --- executing ----------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
-from backends.errors import AIError, wrong_arity
+from backends.errors import AIError
 from backends.objects import (
     MARKER_FIELD,
     SCRIPT_MARKER,
@@ -44,6 +44,7 @@ from server.commands.script_args import (
     parse_scriptset,
     parse_scriptstore,
 )
+from server.commands.stored import delete_stored, scan_stored
 from server.execution import execute_run
 from server.keyspace import Keyspace
 from server.resp import OK, Status
@@ -130,23 +131,12 @@ async def cmd_scriptget(client: ClientConnection, argv: list[bytes]) -> Any:
 
 async def cmd_scriptdel(client: ClientConnection, argv: list[bytes]) -> Any:
     """AI.SCRIPTDEL key"""
-    if len(argv) != 2:
-        raise wrong_arity(argv[0].decode(errors="replace"))
-    keyspace = client.keyspace()
-    exists, marker = await keyspace.pipeline([(b"EXISTS", argv[1]), (b"HGET", argv[1], MARKER_FIELD)])
-    if not check_marker(marker, SCRIPT_MARKER, exists):
-        raise AIError(msgs.SCRIPT_KEY_EMPTY_MSG)
-    await keyspace.call(b"DEL", argv[1])
-    client.ctx.ai.stats.pop(argv[1], None)
-    return OK
+    return await delete_stored(client, argv, SCRIPT_MARKER, msgs.SCRIPT_KEY_EMPTY_MSG)
 
 
 def cmd_scriptscan(client: ClientConnection, argv: list[bytes]) -> Any:
-    """AI._SCRIPTSCAN: [key, tag] of every script stored through this server (RedisAI's stats registry)."""
-    if len(argv) != 1:
-        raise wrong_arity(argv[0].decode(errors="replace"))
-    log.warning("AI._SCRIPTSCAN is experimental")
-    return [[s.key, s.tag] for s in client.ctx.ai.stats.values() if s.kind == "SCRIPT"]
+    """AI._SCRIPTSCAN"""
+    return scan_stored(client, argv, "SCRIPT")
 
 
 # --- executing ----------------------------------------------------------------------------------------------------

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests import models
-from tests.support import RunningServer
+from tests.support import RunningServer, run_client_script
 
 CLIENT_SCRIPT = r'''
 import sys
@@ -49,7 +48,4 @@ print("redisai client: config and info ok")
 def test_redisai_client_config_and_info(redisai_python: Path, server: RunningServer, tmp_path: Path) -> None:
     torch_path = tmp_path / "add.pt"
     torch_path.write_bytes(models.torch_add())
-    result = subprocess.run([str(redisai_python), "-c", CLIENT_SCRIPT, str(server.port), str(torch_path)],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "config and info ok" in result.stdout
+    run_client_script(redisai_python, CLIENT_SCRIPT, server.port, torch_path, expect="config and info ok")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests import models
-from tests.support import RunningServer
+from tests.support import RunningServer, run_client_script
 
 CLIENT_SCRIPT = r'''
 import sys
@@ -64,7 +63,4 @@ def test_redisai_client_models_and_dag(redisai_python: Path, server: RunningServ
     torch_path, onnx_path = tmp_path / "add.pt", tmp_path / "add.onnx"
     torch_path.write_bytes(models.torch_add())
     onnx_path.write_bytes(models.onnx_add())
-    result = subprocess.run([str(redisai_python), "-c", CLIENT_SCRIPT, str(server.port), str(torch_path),
-                             str(onnx_path)], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "models and dags ok" in result.stdout
+    run_client_script(redisai_python, CLIENT_SCRIPT, server.port, torch_path, onnx_path, expect="models and dags ok")

@@ -3,12 +3,11 @@ scriptset / scriptrun, against our server (its virtualenv: the ``redisai_python`
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.support import RunningServer
+from tests.support import RunningServer, run_client_script
 
 CLIENT_SCRIPT = r'''
 import sys
@@ -56,7 +55,4 @@ print("redisai client: scripts ok")
 
 @pytest.mark.timeout(1200)
 def test_redisai_client_scripts(redisai_python: Path, server: RunningServer) -> None:
-    result = subprocess.run([str(redisai_python), "-c", CLIENT_SCRIPT, str(server.port)],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "scripts ok" in result.stdout
+    run_client_script(redisai_python, CLIENT_SCRIPT, server.port, expect="scripts ok")

@@ -6,12 +6,11 @@ have, so it runs from its own virtualenv (.clients/redisai-venv, gitignored), cr
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.support import RunningServer
+from tests.support import RunningServer, run_client_script
 
 CLIENT_SCRIPT = r'''
 import sys
@@ -58,7 +57,4 @@ print("redisai client: all round trips ok")
 
 @pytest.mark.timeout(1200)
 def test_redisai_client_tensorset_tensorget(redisai_python: Path, server: RunningServer) -> None:
-    result = subprocess.run([str(redisai_python), "-c", CLIENT_SCRIPT, str(server.port)],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "all round trips ok" in result.stdout
+    run_client_script(redisai_python, CLIENT_SCRIPT, server.port, expect="all round trips ok")

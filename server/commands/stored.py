@@ -1,0 +1,37 @@
+"""What the model and script commands share about their stored objects: deleting one, listing them."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from backends.errors import AIError, wrong_arity
+from backends.objects import MARKER_FIELD, check_marker
+from server.resp import OK
+
+if TYPE_CHECKING:
+    from server.connection import ClientConnection
+
+log = logging.getLogger("redisai.commands")
+
+
+async def delete_stored(client: ClientConnection, argv: list[bytes], marker: bytes, empty_msg: str) -> Any:
+    """AI.MODELDEL / AI.SCRIPTDEL key: DEL restricted to the right kind of object; its stats go too."""
+    if len(argv) != 2:
+        raise wrong_arity(argv[0].decode(errors="replace"))
+    keyspace = client.keyspace()
+    exists, found = await keyspace.pipeline([(b"EXISTS", argv[1]), (b"HGET", argv[1], MARKER_FIELD)])
+    if not check_marker(found, marker, exists):
+        raise AIError(empty_msg)
+    await keyspace.call(b"DEL", argv[1])
+    client.ctx.ai.stats.pop(argv[1], None)
+    return OK
+
+
+def scan_stored(client: ClientConnection, argv: list[bytes], kind: str) -> Any:
+    """AI._MODELSCAN / AI._SCRIPTSCAN: [key, tag] of every object of ``kind`` stored through this server
+    (RedisAI lists its process-wide stats registry the same way)."""
+    if len(argv) != 1:
+        raise wrong_arity(argv[0].decode(errors="replace"))
+    log.warning("%s is experimental", argv[0].decode(errors="replace").upper())
+    return [[s.key, s.tag] for s in client.ctx.ai.stats.values() if s.kind == kind]

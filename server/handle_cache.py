@@ -1,0 +1,69 @@
+"""Built handles (loaded models, compiled scripts) cached by content, least recently used first out.
+
+Keyed by the stored object's digest, not by its key name: an object replaced through another server or
+directly in Redis has a new digest and is built afresh, never served stale. Building runs off the event loop
+(in a thread), once per key even when several clients ask at the same time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Generic, TypeVar
+
+MetaT = TypeVar("MetaT")
+HandleT = TypeVar("HandleT")
+
+
+class HandleCache(Generic[MetaT, HandleT]):
+    """What a model cache and a script cache share; subclasses say how to key and how to build."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._built: OrderedDict[Hashable, HandleT] = OrderedDict()
+        self._building: dict[Hashable, asyncio.Future[HandleT]] = {}
+
+    def cache_key(self, meta: MetaT) -> Hashable:
+        raise NotImplementedError
+
+    async def build(self, meta: MetaT, payload: bytes) -> HandleT:
+        """Build the handle from the stored payload (blob or source), in a thread."""
+        raise NotImplementedError
+
+    def lookup(self, meta: MetaT) -> HandleT | None:
+        key = self.cache_key(meta)
+        handle = self._built.get(key)
+        if handle is not None:
+            self._built.move_to_end(key)
+        return handle
+
+    def put(self, meta: MetaT, handle: HandleT) -> None:
+        key = self.cache_key(meta)
+        self._built[key] = handle
+        self._built.move_to_end(key)
+        while len(self._built) > self._capacity:
+            self._built.popitem(last=False)
+
+    async def get(self, meta: MetaT, fetch: Callable[[], Awaitable[bytes]]) -> HandleT:
+        """The handle for ``meta``, built (payload fetched on demand) when not cached."""
+        cached = self.lookup(meta)
+        if cached is not None:
+            return cached
+        key = self.cache_key(meta)
+        pending = self._building.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[HandleT] = asyncio.get_running_loop().create_future()
+        self._building[key] = future
+        try:
+            handle = await self.build(meta, await fetch())
+            self.put(meta, handle)
+            future.set_result(handle)
+            return handle
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: waiters get it, nobody logs "never retrieved"
+            raise
+        finally:
+            del self._building[key]
