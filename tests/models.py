@@ -125,3 +125,20 @@ def torch_wide_mlp(seed: int = 0) -> bytes:
     net = torch.nn.Sequential(torch.nn.Linear(1024, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 2048),
                               torch.nn.ReLU(), torch.nn.Linear(2048, 10)).eval()
     return _save(torch.jit.trace(net, torch.zeros(1, 1024)))
+
+
+def onnx_slow_chain(links: int = 24, size: int = 512) -> bytes:
+    """``links`` chained MatMuls of a size x size input with a fixed weight: long enough to be stopped by
+    MODEL_EXECUTION_TIMEOUT (onnxruntime checks its terminate flag between nodes)."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    weight = numpy_helper.from_array(np.full((size, size), 1.0 / size, dtype=np.float32), name="w")
+    nodes = [helper.make_node("MatMul", ["x" if i == 0 else f"h{i}", "w"], [f"h{i + 1}"]) for i in range(links)]
+    nodes.append(helper.make_node("Identity", [f"h{links}"], ["y"]))
+    graph = helper.make_graph(
+        nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [size, size])], initializer=[weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model.SerializeToString()

@@ -1,0 +1,67 @@
+"""Runtime settings reach the backends: ONNX MODEL_EXECUTION_TIMEOUT stops long runs, thread counts are set,
+and the TLS listener serves clients."""
+
+from __future__ import annotations
+
+import ssl
+import subprocess
+import time
+from pathlib import Path
+
+import onnxruntime as ort
+import pytest
+import redis
+import torch
+
+from backends.base import RuntimeOptions
+from backends.device import Device
+from backends.onnx_backend import OnnxBackend
+from backends.torch_backend import TorchBackend
+from server.config import Config
+from tests import models
+from tests.support import running_server
+
+CPU = Device("CPU", "CPU", None)
+
+
+def test_onnx_execution_timeout_stops_a_long_run() -> None:
+    with running_server(Config(port=0, model_execution_timeout=10)) as server:
+        conn = server.client()
+        conn.execute_command("AI.MODELSTORE", "chain", "ONNX", "CPU", "BLOB", models.onnx_slow_chain(links=64))
+        conn.execute_command("AI.TENSORSET", "x", "FLOAT", 512, 512, "BLOB", bytes(512 * 512 * 4))
+        started = time.perf_counter()
+        with pytest.raises(redis.ResponseError, match="terminate flag"):
+            conn.execute_command("AI.MODELEXECUTE", "chain", "INPUTS", 1, "x", "OUTPUTS", 1, "y")
+        assert time.perf_counter() - started < 5
+        assert conn.exists("y") == 0
+        conn.execute_command("AI.MODELSTORE", "add", "ONNX", "CPU", "BLOB", models.onnx_add())
+        conn.execute_command("AI.TENSORSET", "a", "FLOAT", 2, 2, "VALUES", 1, 2, 3, 4)
+        assert conn.execute_command("AI.MODELEXECUTE", "add", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "b") == b"OK"
+
+
+def test_thread_settings_reach_the_runtimes() -> None:
+    session = OnnxBackend().load_model(models.onnx_add(), CPU, RuntimeOptions(intra_op_threads=1,
+                                                                             inter_op_threads=2))
+    options = session._session.get_session_options()
+    assert isinstance(options, ort.SessionOptions)
+    assert (options.intra_op_num_threads, options.inter_op_num_threads) == (1, 2)
+    before = torch.get_num_threads()
+    try:
+        TorchBackend().load_model(models.torch_add(), CPU, RuntimeOptions(intra_op_threads=1))
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_tls_listener(tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-days",
+                    "1", "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True, timeout=60)
+    with running_server(Config(port=0, tls_cert_file=str(cert), tls_key_file=str(key))) as server:
+        secure = redis.Redis(port=server.port, ssl=True, ssl_cert_reqs=ssl.CERT_NONE, protocol=2)
+        assert secure.set("over-tls", "yes") is True
+        assert secure.execute_command("AI.TENSORSET", "t", "FLOAT", 1, "VALUES", 1) == b"OK"
+        assert secure.get("over-tls") == b"yes"
+        plain = redis.Redis(port=server.port, socket_timeout=2)
+        with pytest.raises(redis.ConnectionError):
+            plain.ping()
