@@ -50,6 +50,9 @@ AUTH_NOT_CONFIGURED_MSG = (
     "Are you sure your configuration is correct?"
 )
 SYNTAX_MSG = "ERR syntax error"
+CLIENT_SUBCOMMAND_UNSUPPORTED_FMT = "ERR CLIENT {sub} is not supported by this server (client ids are its own)"
+CLIENT_TRACKING_REDIRECT_MSG = "ERR CLIENT TRACKING REDIRECT is not supported by this server; use RESP3 tracking"
+HELLO_IN_MULTI_MSG = "ERR HELLO cannot be queued inside MULTI by this server; send it before MULTI"
 NOPROTO_MSG = "NOPROTO unsupported protocol version"
 INVALID_PROTOVER_MSG = "ERR Protocol version is not an integer or out of range"
 NOT_INTEGER_MSG = "ERR value is not an integer or out of range"
@@ -77,6 +80,8 @@ PROTO_BIG_MBULK_MSG = "ERR Protocol error: too big mbulk count string"
 PROTO_BIG_BULK_COUNT_MSG = "ERR Protocol error: too big bulk count string"
 PROTO_UNBALANCED_QUOTES_MSG = "ERR Protocol error: unbalanced quotes in request"
 PROTO_QUERYBUF_MSG = "ERR Protocol error: query buffer limit exceeded"
+PROTO_UNAUTH_MULTIBULK_MSG = "ERR Protocol error: unauthenticated multibulk length"
+PROTO_UNAUTH_BULK_MSG = "ERR Protocol error: unauthenticated bulk length"
 
 # --- RedisAI messages (REDISAI-REFERENCE.md §7 and Appendix A) ---------------------------------------------------
 WRONGTYPE_MSG = "WRONGTYPE Operation against a key holding the wrong kind of value"

@@ -55,6 +55,7 @@ class Step:
     outputs: tuple[int, ...]
     work: Work | None = None
     batch: BatchSpec | None = None
+    side_effects: bool = False  # a script may call Redis: it keeps its place among its device's ops
 
 
 @dataclass(slots=True)
@@ -162,9 +163,10 @@ def make_tickets(run: RunInfo, per_step: bool = False) -> list[DeviceTicket]:
 
     ``per_step`` (used when a queue has several worker threads): one ticket per step instead, so that
     independent ops on the same device can run at the same time on different threads. Every op still starts
-    only once its inputs exist (readiness is per slot), so dependent ops keep their order.
+    only once its inputs exist (readiness is per slot), so dependent ops keep their order. A run with a
+    script step keeps one ticket per device: scripts can call Redis, and those calls keep their order.
     """
-    if per_step:
+    if per_step and not any(step.side_effects for step in run.steps):
         tickets = [DeviceTicket(run, step.device, [step.index]) for step in run.steps]
     else:
         by_device: dict[str, list[int]] = {}

@@ -7,6 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from backends.errors import AIError
 from server.app import Server
 from server.config import ConfigError, load_config
 
@@ -31,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             runner.run(Server(config).serve())
-    except OSError as exc:
+    except (OSError, AIError) as exc:  # a port in use, an unreachable or refusing backing Redis
         print(f"redisai-server: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

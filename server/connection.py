@@ -29,9 +29,9 @@ from backends import errors as msgs
 from backends.errors import AIError, ProtocolError, wrong_arity
 from server.commands.spec import RELAY, CommandSpec, RelayThen
 from server.commands.table import NO_AUTH_COMMANDS
-from server.context import CommandStat, ServerContext, StoreSession
+from server.context import DATABASES, CommandStat, ServerContext, StoreSession
 from server.keyspace import Keyspace
-from server.resp import RequestParser, encode
+from server.resp import RequestParser, encode, parse_strict_int
 from server.slots import SUBSCRIBE_COMMANDS, ReplySlot, SessionSink
 
 log = logging.getLogger("redisai.connection")
@@ -55,6 +55,8 @@ class ClientState:
     proto: int = 2
     db: int = 0
     in_multi: bool = False
+    reply_mode: str = "on"  # CLIENT REPLY: on, off, or skip (the next command only)
+    pending_db: int | None = None  # a SELECT queued inside MULTI, applied at EXEC
     used_pubsub: bool = False
     created: float = field(default_factory=time.monotonic)
     last_active: float = field(default_factory=time.monotonic)
@@ -85,6 +87,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         self._writing_paused = False
         self._closed = False
         self._executing = False
+        self._protocol_broken = False
 
     # --- asyncio.Protocol ---------------------------------------------------------------------------------------
 
@@ -97,6 +100,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             laddr=_format_peer(transport.get_extra_info("sockname")),
             fd=sock.fileno() if sock is not None else -1,
             authenticated=not self.ctx.config.requirepass,
+            db=self.ctx.store.default_db,
         )
         self.ctx.stats.connections_received += 1
         if self.ctx.shutting_down:
@@ -107,13 +111,18 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         self.ctx.clients[self.state.id] = self
 
     def data_received(self, data: bytes) -> None:
-        if self._closed or self._close_after_reply:
+        if self._closed or self._close_after_reply or self._protocol_broken:
             return
         try:
             self.parser.feed(data)
+            self.parser.authenticated = self.state.authenticated
             while (argv := self.parser.next_command()) is not None:
                 self.backlog.append(argv)
+                if not self.state.authenticated:  # an AUTH in this very read lifts the small-request limits
+                    self._pump()
+                    self.parser.authenticated = self.state.authenticated
         except ProtocolError as exc:
+            self._protocol_broken = True  # nothing after the bad bytes is read: answered, then closed
             self.backlog.append(exc)
             self._pause_reading()
         self.state.last_active = time.monotonic()
@@ -142,7 +151,9 @@ class ClientConnection(asyncio.Protocol, SessionSink):
     # --- SessionSink --------------------------------------------------------------------------------------------
 
     def push(self, data: bytes) -> None:
+        """Replies already answered go out first, so a push never overtakes a reply the store sent before it."""
         if not self._closed and self.transport is not None:
+            self._write_ready()
             self.transport.write(data)
 
     def flush(self) -> None:
@@ -150,6 +161,18 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         if self.backlog:
             self._pump()
             self._write_ready()
+
+    def store_lost(self) -> None:
+        self.session = None
+        self._close_after_reply = True
+        self._write_ready()
+
+    def reset_session(self) -> None:
+        """RESET: drop the store session; the next relayed command opens a fresh one (RESP2, default db, no
+        MULTI, WATCH or subscriptions), which is what RESET leaves on the Redis side too."""
+        if self.session is not None:
+            self.session.close()
+            self.session = None
 
     # --- what handlers may use ----------------------------------------------------------------------------------
 
@@ -164,6 +187,11 @@ class ClientConnection(asyncio.Protocol, SessionSink):
 
     def close_after_reply(self) -> None:
         self._close_after_reply = True
+
+    def show_current_reply(self, visible: bool) -> None:
+        """CLIENT REPLY OFF/SKIP send no reply themselves; CLIENT REPLY ON does, even when replies were off."""
+        if self.slots:
+            self.slots[-1].suppressed = not visible
 
     def relays_everything(self) -> bool:
         """Inside MULTI or once subscribed, the store must see even PING so it can queue or shape the reply."""
@@ -202,7 +230,8 @@ class ClientConnection(asyncio.Protocol, SessionSink):
                 break
             self.backlog.popleft()
             self._execute(item, spec)
-        if self._reading_paused and len(self.backlog) < LOW_WATER and not self._close_after_reply:
+        if (self._reading_paused and len(self.backlog) < LOW_WATER and not self._close_after_reply
+                and not self._protocol_broken):
             self._reading_paused = False
             if self.transport is not None:
                 self.transport.resume_reading()
@@ -212,6 +241,11 @@ class ClientConnection(asyncio.Protocol, SessionSink):
 
     def _new_slot(self) -> ReplySlot:
         slot = ReplySlot()
+        mode = self.state.reply_mode
+        if mode != "on":  # CLIENT REPLY OFF / SKIP: the command runs, its reply is dropped
+            slot.suppressed = True
+            if mode == "skip":
+                self.state.reply_mode = "on"
         self.slots.append(slot)
         return slot
 
@@ -265,17 +299,33 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             return RELAY
         if not spec.arity_ok(len(argv)):
             raise wrong_arity(argv[0].decode(errors="replace"))
-        if self.state.in_multi and spec.ai:
-            raise AIError(msgs.IN_TRANSACTION_MSG)
-        if self.state.in_multi and spec.name not in ("QUIT", "RESET"):
-            return RELAY
+        if self.state.in_multi:
+            return self._queue_in_multi(argv, spec)
         return spec.handler(self, argv)
+
+    def _queue_in_multi(self, argv: list[bytes], spec: CommandSpec) -> Any:
+        """Inside MULTI the store queues our generic commands too (so EXEC's reply has them); what changes
+        connection state is applied when EXEC goes out."""
+        if spec.name in ("QUIT", "RESET"):
+            return spec.handler(self, argv)
+        if spec.ai:
+            raise AIError(msgs.IN_TRANSACTION_MSG)
+        if spec.name == "HELLO":
+            raise AIError(msgs.HELLO_IN_MULTI_MSG)
+        if spec.name == "SELECT":
+            index = parse_strict_int(argv[1])
+            if index is not None and 0 <= index < DATABASES:
+                self.state.pending_db = index
+        return RELAY
 
     def _track_relayed(self, name: bytes) -> None:
         if name == b"multi":
             self.state.in_multi = True
         elif name in (b"exec", b"discard"):
             self.state.in_multi = False
+            if name == b"exec" and self.state.pending_db is not None:
+                self.state.db = self.state.pending_db  # a SELECT queued in the transaction now took effect
+            self.state.pending_db = None
         elif name in SUBSCRIBE_COMMANDS:
             self.state.used_pubsub = True
 
@@ -303,11 +353,18 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             data = b"" if relay else encode(reply, self.state.proto)
         except AIError as exc:
             data, failed = encode(exc, self.state.proto), True
+        except asyncio.CancelledError:
+            if self._closed:  # our own client went away: nothing to answer
+                self._task = None
+                raise
+            # cancelled from elsewhere (never ours to swallow silently): answer, and keep the pump alive
+            data, failed = encode(AIError(msgs.INTERNAL_MSG.format(detail="cancelled")), self.state.proto), True
         except Exception as exc:
             log.exception("command %r failed", argv[:1])
             data, failed = encode(AIError(msgs.INTERNAL_MSG.format(detail=type(exc).__name__)), self.state.proto), True
+        finally:
+            self._task = None
         self._account(spec, started, failed)
-        self._task = None
         if self._closed:
             return
         if relay:

@@ -39,6 +39,7 @@ class Store(Protocol):
     """The backing store: the embedded one or a real Redis."""
 
     kind: str
+    default_db: int  # the database a new client starts in (the db of --redis-url; 0 for the embedded store)
 
     async def start(self) -> None: ...
 

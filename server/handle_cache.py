@@ -8,6 +8,7 @@ directly in Redis has a new digest and is built afresh, never served stale. Buil
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
@@ -22,7 +23,7 @@ class HandleCache(Generic[MetaT, HandleT]):
     def __init__(self, capacity: int) -> None:
         self._capacity = capacity
         self._built: OrderedDict[Hashable, HandleT] = OrderedDict()
-        self._building: dict[Hashable, asyncio.Future[HandleT]] = {}
+        self._building: dict[Hashable, asyncio.Task[HandleT]] = {}
 
     def cache_key(self, meta: MetaT) -> Hashable:
         raise NotImplementedError
@@ -46,24 +47,29 @@ class HandleCache(Generic[MetaT, HandleT]):
             self._built.popitem(last=False)
 
     async def get(self, meta: MetaT, fetch: Callable[[], Awaitable[bytes]]) -> HandleT:
-        """The handle for ``meta``, built (payload fetched on demand) when not cached."""
+        """The handle for ``meta``, built (payload fetched on demand) when not cached.
+
+        The build runs in its own task, shared by everyone asking for the same key; a caller that is
+        cancelled (its client went away) stops waiting, but never cancels the build the others wait for.
+        """
         cached = self.lookup(meta)
         if cached is not None:
             return cached
         key = self.cache_key(meta)
-        pending = self._building.get(key)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        future: asyncio.Future[HandleT] = asyncio.get_running_loop().create_future()
-        self._building[key] = future
-        try:
-            handle = await self.build(meta, await fetch())
-            self.put(meta, handle)
-            future.set_result(handle)
-            return handle
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: waiters get it, nobody logs "never retrieved"
-            raise
-        finally:
+        task = self._building.get(key)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._build_and_keep(meta, fetch))
+            self._building[key] = task
+            task.add_done_callback(functools.partial(self._forget, key))
+        return await asyncio.shield(task)
+
+    async def _build_and_keep(self, meta: MetaT, fetch: Callable[[], Awaitable[bytes]]) -> HandleT:
+        handle = await self.build(meta, await fetch())
+        self.put(meta, handle)
+        return handle
+
+    def _forget(self, key: Hashable, done: asyncio.Task[HandleT]) -> None:
+        if self._building.get(key) is done:
             del self._building[key]
+        if not done.cancelled():
+            done.exception()  # retrieved: the waiters get it, nobody logs "never retrieved"

@@ -18,6 +18,8 @@ MAX_BULK_LEN = 512 * 1024 * 1024  # proto-max-bulk-len default
 MAX_MULTIBULK_LEN = 2**31 - 1  # INT_MAX, as Redis checks it
 QUERY_BUFFER_LIMIT = 1024 * 1024 * 1024  # client-query-buffer-limit default
 _COMPACT_AT = 256 * 1024
+UNAUTHENTICATED_MAX_MULTIBULK = 10  # Redis 7: before AUTH, requests stay small
+UNAUTHENTICATED_MAX_BULK = 16384
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +55,7 @@ class RequestParser:
     """
 
     limits: Limits = field(default_factory=Limits)
+    authenticated: bool = True  # Redis 7 allows unauthenticated clients only small requests
     _buf: bytearray = field(default_factory=bytearray)
     _pos: int = 0
     _pending: int = -1  # arguments still expected by the multibulk being parsed; -1 = none in progress
@@ -110,6 +113,8 @@ class RequestParser:
         count = parse_strict_int(self._buf[self._pos + 1 : end])
         if count is None or count > self.limits.max_multibulk_len:
             raise ProtocolError(msgs.PROTO_INVALID_MULTIBULK_MSG)
+        if not self.authenticated and count > UNAUTHENTICATED_MAX_MULTIBULK:
+            raise ProtocolError(msgs.PROTO_UNAUTH_MULTIBULK_MSG)
         self._pos = end + 2
         self._pending = max(count, 0)
         return True
@@ -128,6 +133,8 @@ class RequestParser:
             size = parse_strict_int(buf[pos + 1 : end])
             if size is None or size < 0 or size > self.limits.max_bulk_len:
                 raise ProtocolError(msgs.PROTO_INVALID_BULK_MSG)
+            if not self.authenticated and size > UNAUTHENTICATED_MAX_BULK:
+                raise ProtocolError(msgs.PROTO_UNAUTH_BULK_MSG)
             start = end + 2
             if len(buf) < start + size + 2:
                 return False

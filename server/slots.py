@@ -20,9 +20,12 @@ class ReplySlot:
     frames_left: int = 1
     chunks: list[bytes] = field(default_factory=list)
     transform: Callable[[bytes], bytes] | None = None
+    suppressed: bool = False  # CLIENT REPLY OFF/SKIP: completed like any slot, but nothing is written
 
     def output(self) -> bytes:
         """The bytes to write, after the optional rewrite of a relayed reply (COMMAND merges ours in)."""
+        if self.suppressed:
+            return b""
         data = b"".join(self.chunks)
         if self.transform is None:
             return data
@@ -58,6 +61,11 @@ class SessionSink:
 
     def flush(self) -> None:
         """Some slots were filled: write what is ready."""
+        raise NotImplementedError
+
+    def store_lost(self) -> None:
+        """The session's own store connection dropped: its state (db, MULTI, subscriptions, protocol) is gone,
+        so the client connection is closed after its pending replies, as a Redis failover would."""
         raise NotImplementedError
 
 

@@ -51,11 +51,25 @@ class RelaySocket(AsyncFakeSocket):
     def __init__(self, server: FakeServer, db: int, on_value: Any) -> None:
         self._on_value = on_value
         self._argv_backlog: deque[list[bytes]] = deque()
+        self._closing = False
         super().__init__(server, db, None, redis.asyncio.Redis)
 
     def put_response(self, msg: Any) -> None:
-        if self.responses is not None:
+        if self.responses is not None and not self._closing:
             self._on_value(msg)
+
+    def close_when_unblocked(self) -> None:
+        """Close now, or — when a blocking command of this client is parked in fakeredis's task — unblock it
+        first and close once that task has finished (closing under it would crash the task and leave its
+        wake-up callback on the database for ever)."""
+        if not self._blocked:
+            self.close()
+            return
+        self._closing = True
+        self._argv_backlog.clear()
+        with self._server.lock:
+            self._unblock_reason = b"timeout"
+            self._db.wake_all()
 
     def _decode_result(self, result: Any) -> Any:
         return decode_fake_value(result)
@@ -69,6 +83,9 @@ class RelaySocket(AsyncFakeSocket):
 
     def resume(self) -> None:
         self._paused = False
+        if self._closing:
+            self.close()
+            return
         while self._argv_backlog and not self._paused:
             self._process_safely(self._argv_backlog.popleft())
 
@@ -140,7 +157,7 @@ class EmbeddedSession:
         return during_command and self._sending_pubsub and self._proto == 3
 
     def close(self) -> None:
-        self._socket.close()
+        self._socket.close_when_unblocked()
 
 
 class EmbeddedLink:
@@ -170,6 +187,7 @@ class EmbeddedStore:
     """The in-process store shared by every session and keyspace link of one server."""
 
     kind = "embedded"
+    default_db = 0
 
     def __init__(self) -> None:
         self.server = FakeServer(version=(7, 2))

@@ -126,24 +126,43 @@ class UpstreamProtocol(asyncio.Protocol):
             self.transport.close()
 
 
+CONNECT_TIMEOUT_S = 10.0
+
+
 async def open_upstream(address: StoreAddress, reader: FrameReader | ValueReader, db: int,
                         on_lost: Callable[[Exception | None], None]) -> UpstreamProtocol:
-    """Connect, log in and select ``db``; the returned protocol's ``on_reply`` is then the caller's to set."""
-    loop = asyncio.get_running_loop()
+    """Connect, log in and select ``db`` within CONNECT_TIMEOUT_S; the returned protocol's ``on_reply`` is then
+    the caller's to set, and ``on_lost`` is called if the connection drops later."""
     handshake: deque[asyncio.Future[Any]] = deque()
 
     def answer(reply: Any) -> None:
         if handshake:
             handshake.popleft().set_result(reply)
 
-    def factory() -> UpstreamProtocol:
-        return UpstreamProtocol(reader, answer, lambda: None, on_lost)
+    def lost_during_handshake(exc: Exception | None) -> None:
+        while handshake:
+            handshake.popleft().set_exception(ConnectionError(f"connection lost during login: {exc}"))
 
+    protocol = UpstreamProtocol(reader, answer, lambda: None, lost_during_handshake)
+    try:
+        await asyncio.wait_for(_connect_and_login(address, db, protocol, handshake), CONNECT_TIMEOUT_S)
+    except BaseException as exc:
+        protocol.close()
+        if isinstance(exc, TimeoutError):
+            raise ConnectionError(f"no answer from {address.describe()} within {CONNECT_TIMEOUT_S:g}s") from exc
+        raise
+    protocol._on_lost = on_lost
+    return protocol
+
+
+async def _connect_and_login(address: StoreAddress, db: int, protocol: UpstreamProtocol,
+                             handshake: deque[asyncio.Future[Any]]) -> None:
+    loop = asyncio.get_running_loop()
     if address.path:
-        _, protocol = await loop.create_unix_connection(factory, address.path)
+        await loop.create_unix_connection(lambda: protocol, address.path)
     else:
         context = ssl.create_default_context() if address.use_tls else None
-        _, protocol = await loop.create_connection(factory, address.host, address.port, ssl=context)
+        await loop.create_connection(lambda: protocol, address.host, address.port, ssl=context)
     commands: list[list[bytes]] = []
     if address.password:
         user = [address.username.encode()] if address.username else []
@@ -156,9 +175,7 @@ async def open_upstream(address: StoreAddress, reader: FrameReader | ValueReader
         protocol.write(pack_command(argv))
         reply = await future
         if isinstance(reply, AIError) or (isinstance(reply, bytes) and reply.startswith(b"-")):
-            protocol.close()
             raise ConnectionError(f"{argv[0].decode()} failed: {reply!r}")
-    return protocol
 
 
 class RedisSession:
@@ -219,6 +236,7 @@ class RedisSession:
         self._upstream = None
         if not self._closed:
             self._fail_all(str(exc) if exc else "connection closed")
+            self._sink.store_lost()
 
     def _fail_all(self, detail: str) -> None:
         error = b"-" + msgs.UPSTREAM_DOWN_MSG.format(detail=detail).replace("\r\n", " ").encode() + b"\r\n"
@@ -351,6 +369,7 @@ class RedisStore:
 
     def __init__(self, url: str) -> None:
         self.address = parse_store_url(url)
+        self.default_db = self.address.db
         self._links = LinksByDatabase(lambda db: RedisLink(self.address, db))
 
     async def start(self) -> None:

@@ -138,7 +138,7 @@ def build_run(ops: list[DagOp], resolved: ResolvedDag, loaded: list[Any], works:
             step_of_op[index] = len(steps)
             batch = batch_spec(op.meta, op.key, metrics) if isinstance(op, ModelOp) else None
             steps.append(Step(len(steps), op.meta.device.queue_name, resolved.op_inputs[index],
-                              resolved.op_outputs[index], works[index], batch))
+                              resolved.op_outputs[index], works[index], batch, isinstance(op, ScriptOp)))
     deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
     return RunInfo(steps, slots, deadline=deadline), step_of_op
 

@@ -96,13 +96,16 @@ def cmd_select(client: ClientConnection, argv: list[bytes]) -> Any:
 
 
 def cmd_reset(client: ClientConnection, argv: list[bytes]) -> Any:
-    """RESET: the store resets the relayed state (MULTI, WATCH, SUBSCRIBE, db); we reset ours."""
-    client.state.db = 0
-    client.state.name = ""
-    client.state.in_multi = False
-    client.state.proto = 2
-    client.state.authenticated = not client.ctx.config.requirepass
-    return RELAY
+    """RESET: back to a fresh connection — RESP2, the default db, no name, no MULTI/WATCH/subscriptions
+    (the store session is dropped and reopened on demand), and not authenticated when a password is set."""
+    client.reset_session()
+    state = client.state
+    state.db = client.ctx.store.default_db
+    state.name = ""
+    state.in_multi = state.used_pubsub = False
+    state.proto = 2
+    state.authenticated = not client.ctx.config.requirepass
+    return Status("RESET")
 
 
 def _valid_client_name(name: bytes) -> str:
@@ -217,7 +220,33 @@ def _select_victims(client: ClientConnection, filters: list[bytes]) -> list[Clie
     return [c for c in candidates if not (skip_me and c is client)]
 
 
+def _client_reply(client: ClientConnection, argv: list[bytes]) -> Any:
+    """CLIENT REPLY ON|OFF|SKIP, kept here: the store keeps answering, our slots drop what was turned off."""
+    if len(argv) != 3:
+        raise wrong_arity("client|reply")
+    mode = argv[2].lower()
+    if mode not in (b"on", b"off", b"skip"):
+        raise AIError(msgs.SYNTAX_MSG)
+    client.state.reply_mode = mode.decode()
+    client.show_current_reply(mode == b"on")
+    return OK
+
+
+def _client_refused(client: ClientConnection, argv: list[bytes]) -> Any:
+    """Subcommands that name client ids: ours are not the store's, so they cannot be relayed safely."""
+    raise AIError(msgs.CLIENT_SUBCOMMAND_UNSUPPORTED_FMT.format(sub=argv[1].decode(errors="replace").upper()))
+
+
+def _client_tracking(client: ClientConnection, argv: list[bytes]) -> Any:
+    if any(arg.upper() == b"REDIRECT" for arg in argv[2:]):
+        raise AIError(msgs.CLIENT_TRACKING_REDIRECT_MSG)
+    return RELAY
+
+
 _CLIENT_SUBCOMMANDS = {
+    b"REPLY": _client_reply,
+    b"UNBLOCK": _client_refused,
+    b"TRACKING": _client_tracking,
     b"SETNAME": _client_setname,
     b"GETNAME": _client_getname,
     b"SETINFO": _client_setinfo,

@@ -170,8 +170,9 @@ async def _execute(client: ClientConnection, argv: list[bytes], parse: ParseExec
     req = parse(argv, len(meta.inputs), len(meta.outputs))
     fetched, checks = replies[1 : 1 + len(hint)], replies[1 + len(hint) :]
     inputs = [decode_input(v) for v in fetched] if list(req.inputs) == hint else await _read_inputs(keyspace, req)
-    if list(req.outputs) == out_hint:
-        check_output_types(checks)
+    if list(req.outputs) != out_hint:  # the lenient guess missed (e.g. an input key named "outputs"): ask again
+        checks = await keyspace.pipeline(output_type_checks(list(req.outputs)))
+    check_output_types(checks)
     model = await ai.models.get(meta, lambda: fetch_blob(keyspace, req.key))
     run = one_op_run(meta, ModelWork(model, len(meta.outputs)), inputs, len(req.outputs), req.timeout_ms,
                      batch_spec(meta, req.key, client.ctx.metrics))

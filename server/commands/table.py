@@ -34,7 +34,7 @@ COMMAND_TABLE: Mapping[str, CommandSpec] = MappingProxyType({
         CommandSpec("SELECT", generic.cmd_select, 2, ("loading", "stale", "fast"), 0, 0, 0, _CONNECTION,
                     "Changes the selected database.", "SELECT index"),
         CommandSpec("RESET", generic.cmd_reset, 1, ("noscript", "loading", "stale", "fast", "no_auth"), 0, 0, 0,
-                    _CONNECTION, "Resets the connection.", "RESET"),
+                    _CONNECTION, "Resets the connection.", "RESET", waits=True),
         CommandSpec("CLIENT", generic.cmd_client, -2, ("noscript", "loading", "stale"), 0, 0, 0, _CONNECTION,
                     "Connection management: SETNAME, GETNAME, SETINFO, ID, INFO, LIST, KILL.",
                     "CLIENT SETNAME|GETNAME|SETINFO|ID|INFO|LIST|KILL ..."),

@@ -126,6 +126,10 @@ def test_wrong_types_never_crash(server: RunningServer) -> None:
         with pytest.raises(redis.ResponseError, match=r"^WRONGTYPE"):
             conn.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "t", "OUTPUTS", 1, target)
     assert conn.get("plain") == b"value" and conn.hgetall("userhash") == {b"f": b"v"}
+    conn.execute_command("AI.TENSORSET", "outputs", "FLOAT", 1, "VALUES", 1)
+    with pytest.raises(redis.ResponseError, match=r"^WRONGTYPE"):  # an input named like the keyword
+        conn.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "outputs", "OUTPUTS", 1, "userhash")
+    assert conn.hgetall("userhash") == {b"f": b"v"}
     assert conn.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "t", "OUTPUTS", 1, "t") == b"OK"
     assert conn.execute_command("AI.TENSORGET", "t", "VALUES") == [b"2"]
 

@@ -1,0 +1,81 @@
+"""Connection state kept right: RESET, SELECT inside MULTI, CLIENT REPLY, push order, unauthenticated limits,
+and a blocked client that disconnects."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from server.config import Config
+from tests.support import RunningServer, running_server
+
+
+def test_reset_returns_to_a_fresh_resp2_connection(server: RunningServer) -> None:
+    raw = server.raw()
+    raw.send(b"HELLO 3\r\n")
+    raw.read_exactly(b"%8\r\n")
+    time.sleep(0.2)
+    raw.sock.settimeout(0.2)
+    try:
+        while raw.sock.recv(65536):
+            pass
+    except TimeoutError:
+        pass
+    raw.sock.settimeout(10)
+    expected = b"+RESET\r\n$-1\r\n"
+    assert raw.call(b"SELECT 2\r\nRESET\r\nGET nokey\r\n", b"+OK\r\n" + expected) == b"+OK\r\n" + expected
+
+
+def test_pushes_never_overtake_earlier_replies(server: RunningServer) -> None:
+    raw = server.raw()
+    expected = b"+OK\r\n+RESET\r\n*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"
+    assert raw.call(b"SET a 1\r\nRESET\r\nSUBSCRIBE ch\r\n", expected) == expected
+
+
+def test_select_inside_multi_takes_effect_at_exec(server: RunningServer) -> None:
+    raw = server.raw()
+    expected = b"+OK\r\n+QUEUED\r\n*1\r\n+OK\r\n+OK\r\n:1\r\n"
+    got = raw.call(b"MULTI\r\nSELECT 5\r\nEXEC\r\nAI.TENSORSET t FLOAT 1 VALUES 1\r\nEXISTS t\r\n", expected)
+    assert got == expected
+    assert server.client(db=5).exists("t") == 1
+    expected = b"+OK\r\n-ERR HELLO cannot be queued inside MULTI by this server; send it before MULTI\r\n"
+    assert raw.call(b"MULTI\r\nHELLO 3\r\n", expected) == expected
+
+
+def test_client_reply_off_skip_on(server: RunningServer) -> None:
+    raw = server.raw()
+    assert raw.call(b"CLIENT REPLY SKIP\r\nSET a 1\r\nGET a\r\n", b"$1\r\n1\r\n") == b"$1\r\n1\r\n"
+    raw.send(b"CLIENT REPLY OFF\r\nAI.TENSORSET t FLOAT 1 VALUES 7\r\nSET b 2\r\nCLIENT REPLY ON\r\n")
+    assert raw.read_exactly(b"+OK\r\n") == b"+OK\r\n"
+    assert raw.call(b"AI.TENSORGET t VALUES\r\n", b"*1\r\n$1\r\n7\r\n") == b"*1\r\n$1\r\n7\r\n"
+
+
+def test_unauthenticated_clients_may_only_send_small_requests() -> None:
+    with running_server(Config(port=0, requirepass="pw")) as server:
+        raw = server.raw()
+        expected = b"-ERR Protocol error: unauthenticated multibulk length\r\n"
+        assert raw.call(b"*11\r\n", expected) == expected
+        assert raw.closed_by_peer()
+        raw = server.raw()
+        expected = b"-ERR Protocol error: unauthenticated bulk length\r\n"
+        assert raw.call(b"*2\r\n$4\r\nAUTH\r\n$20000\r\n", expected) == expected
+        authed = server.raw()
+        request = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$20000\r\n" + b"x" * 20000 + b"\r\n"
+        assert authed.call(b"AUTH pw\r\n" + request, b"+OK\r\n+OK\r\n") == b"+OK\r\n+OK\r\n"
+
+
+@pytest.mark.parametrize("store", ["embedded"])
+def test_blocked_client_that_disconnects_leaves_nothing_behind(store: str) -> None:
+    with running_server(Config(port=0)) as server:
+        sock = socket.create_connection(("127.0.0.1", server.port))
+        sock.sendall(b"BLPOP q 0\r\n")
+        time.sleep(0.2)
+        sock.close()
+        time.sleep(0.3)
+        fake = server.server.ctx.store.server  # type: ignore[attr-defined]
+        assert all(not db._change_callbacks for db in fake.dbs.values())
+        conn = server.client()
+        conn.rpush("q", "job")
+        assert conn.lrange("q", 0, -1) == [b"job"]  # nobody took it: the gone client no longer waits
