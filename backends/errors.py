@@ -52,6 +52,7 @@ AUTH_NOT_CONFIGURED_MSG = (
 SYNTAX_MSG = "ERR syntax error"
 CLIENT_SUBCOMMAND_UNSUPPORTED_FMT = "ERR CLIENT {sub} is not supported by this server (client ids are its own)"
 CLIENT_TRACKING_REDIRECT_MSG = "ERR CLIENT TRACKING REDIRECT is not supported by this server; use RESP3 tracking"
+NOT_QUEUEABLE_FMT = "ERR {cmd} cannot be queued in MULTI by this server"
 HELLO_IN_MULTI_MSG = "ERR HELLO cannot be queued inside MULTI by this server; send it before MULTI"
 NOPROTO_MSG = "NOPROTO unsupported protocol version"
 INVALID_PROTOVER_MSG = "ERR Protocol version is not an integer or out of range"

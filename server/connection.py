@@ -31,6 +31,7 @@ from server.commands.spec import RELAY, CommandSpec, RelayThen
 from server.commands.table import NO_AUTH_COMMANDS
 from server.context import DATABASES, CommandStat, ServerContext, StoreSession
 from server.keyspace import Keyspace
+from server.multi import MultiSubstitutions
 from server.resp import RequestParser, encode, parse_strict_int
 from server.slots import SUBSCRIBE_COMMANDS, ReplySlot, SessionSink
 
@@ -88,6 +89,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         self._closed = False
         self._executing = False
         self._protocol_broken = False
+        self.multi = MultiSubstitutions(b"\x00redisai-multi-%d-" % id(self))
 
     # --- asyncio.Protocol ---------------------------------------------------------------------------------------
 
@@ -295,7 +297,10 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         if not self.state.authenticated and (spec is None or spec.name not in NO_AUTH_COMMANDS):
             raise AIError(msgs.NOAUTH_MSG)
         if spec is None:
-            self._track_relayed(argv[0].lower())
+            name = argv[0].lower()
+            self._track_relayed(name)
+            if name == b"exec":
+                return self.multi.exec_relay() or RELAY
             return RELAY
         if not spec.arity_ok(len(argv)):
             raise wrong_arity(argv[0].decode(errors="replace"))
@@ -309,7 +314,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         if spec.name in ("QUIT", "RESET"):
             return spec.handler(self, argv)
         if spec.ai:
-            raise AIError(msgs.IN_TRANSACTION_MSG)
+            return self.multi.queue(spec.name, argv, self.state.proto)
         if spec.name == "HELLO":
             raise AIError(msgs.HELLO_IN_MULTI_MSG)
         if spec.name == "SELECT":
@@ -326,6 +331,8 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             if name == b"exec" and self.state.pending_db is not None:
                 self.state.db = self.state.pending_db  # a SELECT queued in the transaction now took effect
             self.state.pending_db = None
+            if name == b"discard":
+                self.multi.discard()
         elif name in SUBSCRIBE_COMMANDS:
             self.state.used_pubsub = True
 

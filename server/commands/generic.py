@@ -99,6 +99,7 @@ def cmd_reset(client: ClientConnection, argv: list[bytes]) -> Any:
     """RESET: back to a fresh connection — RESP2, the default db, no name, no MULTI/WATCH/subscriptions
     (the store session is dropped and reopened on demand), and not authenticated when a password is set."""
     client.reset_session()
+    client.multi.discard()
     state = client.state
     state.db = client.ctx.store.default_db
     state.name = ""

@@ -79,3 +79,18 @@ def test_blocked_client_that_disconnects_leaves_nothing_behind(store: str) -> No
         conn = server.client()
         conn.rpush("q", "job")
         assert conn.lrange("q", 0, -1) == [b"job"]  # nobody took it: the gone client no longer waits
+
+
+def test_ai_commands_inside_multi(server: RunningServer) -> None:
+    raw = server.raw()
+    queued = b"+OK\r\n" + b"+QUEUED\r\n" * 5
+    request = (b"MULTI\r\nAI.MODELEXECUTE no_model INPUTS 1 x OUTPUTS 1 y\r\nAI.TENSORSET t FLOAT 1 VALUES 3\r\n"
+               b"AI.TENSORSET bad FLOAT\r\nSET k v\r\nAI.MODELGET m\r\n")
+    assert raw.call(request, queued) == queued
+    expected = (b"*5\r\n-ERR Cannot run RedisAI command within a transaction or a LUA script\r\n+OK\r\n"
+                b"-ERR wrong number of arguments for 'AI.TENSORSET' command\r\n+OK\r\n"
+                b"-ERR AI.MODELGET cannot be queued in MULTI by this server\r\n")
+    assert raw.call(b"EXEC\r\n", expected) == expected
+    assert raw.call(b"AI.TENSORGET t VALUES\r\n", b"*1\r\n$1\r\n3\r\n") == b"*1\r\n$1\r\n3\r\n"
+    assert raw.call(b"MULTI\r\nAI.DAGRUN |> AI.TENSORGET t\r\nDISCARD\r\nPING\r\n",
+                    b"+OK\r\n+QUEUED\r\n+OK\r\n+PONG\r\n") == b"+OK\r\n+QUEUED\r\n+OK\r\n+PONG\r\n"

@@ -83,8 +83,9 @@ def test_error_replies_on_the_wire(server: RunningServer) -> None:
         (b"AI.SCRIPTEXECUTE s bar OUTPUTS 1 x\r\n",
          b"-ERR KEYS or INPUTS scope must be provided first for AI.SCRIPTEXECUTE command\r\n"),
         (b"MULTI\r\nAI.SCRIPTEXECUTE s bar INPUTS 0\r\nAI.SCRIPTRUN s bar\r\nAI.SCRIPTSTORE s\r\nEXEC\r\n",
-         b"+OK\r\n-ERR Cannot run RedisAI command within a transaction or a LUA script\r\n"
+         b"+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*3\r\n"
          b"-ERR Cannot run RedisAI command within a transaction or a LUA script\r\n"
-         b"-ERR Cannot run RedisAI command within a transaction or a LUA script\r\n*0\r\n"),
+         b"-ERR Cannot run RedisAI command within a transaction or a LUA script\r\n"
+         b"-ERR AI.SCRIPTSTORE cannot be queued in MULTI by this server\r\n"),
     ):
         assert raw.call(request, expected) == expected

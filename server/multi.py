@@ -1,0 +1,79 @@
+"""AI commands inside MULTI: queued in the store's transaction, answered at EXEC as RedisAI answers them.
+
+The store cannot queue our commands, so each one is replaced by something it can queue:
+
+* AI.TENSORSET → ``SET key <encoded tensor>`` (RedisAI queues it too; its EXEC element is ``+OK``). Its
+  argument errors are known at once and answered at EXEC, like RedisAI's. The WRONGTYPE check of the key is
+  not made inside a transaction.
+* execution commands (MODELEXECUTE, SCRIPTEXECUTE, DAG*, and their deprecated forms) → RedisAI's
+  ``ERR Cannot run RedisAI command within a transaction or a LUA script`` at EXEC;
+* every other AI command → ``ERR <command> cannot be queued in MULTI by this server`` at EXEC.
+
+An answer decided now is queued as ``ECHO <token>`` (the client sees the store's own ``+QUEUED``); the EXEC
+reply is rewritten, replacing each token element with the answer.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from backends import errors as msgs
+from backends.errors import AIError, wrong_arity
+from backends.tensor import encode_tensor
+from backends.tensor_args import build_tensor, parse_tensorset
+from server.commands.spec import RelayThen
+from server.resp import encode, join_aggregate, split_aggregate
+
+EXECUTION_COMMANDS = frozenset({"AI.MODELEXECUTE", "AI.MODELRUN", "AI.SCRIPTEXECUTE", "AI.SCRIPTRUN",
+                                "AI.DAGEXECUTE", "AI.DAGEXECUTE_RO", "AI.DAGRUN", "AI.DAGRUN_RO"})
+
+
+def _unchanged(raw: bytes) -> bytes:
+    return raw
+
+
+@dataclass
+class MultiSubstitutions:
+    """The answers a connection's open transaction owes at EXEC, by token."""
+
+    prefix: bytes
+    answers: dict[bytes, bytes] = field(default_factory=dict)
+    _numbers: itertools.count[int] = field(default_factory=itertools.count)
+
+    def queue(self, name: str, argv: list[bytes], proto: int) -> RelayThen:
+        """What to queue in the store's transaction for our command ``argv``."""
+        if name == "AI.TENSORSET":
+            try:
+                if len(argv) < 4:
+                    raise wrong_arity(argv[0].decode(errors="replace"))
+                request = parse_tensorset(argv)
+                return RelayThen(_unchanged, [b"SET", argv[1], encode_tensor(build_tensor(request))])
+            except AIError as exc:
+                return self._answer_at_exec(encode(exc, proto))
+        if name in EXECUTION_COMMANDS:
+            return self._answer_at_exec(encode(AIError(msgs.IN_TRANSACTION_MSG), proto))
+        return self._answer_at_exec(encode(AIError(msgs.NOT_QUEUEABLE_FMT.format(cmd=name)), proto))
+
+    def _answer_at_exec(self, answer: bytes) -> RelayThen:
+        token = self.prefix + b"%d" % next(self._numbers)
+        self.answers[token] = answer
+        return RelayThen(_unchanged, [b"ECHO", token])
+
+    def exec_relay(self) -> RelayThen | None:
+        """EXEC's rewrite, when the transaction queued answers (then forgets them)."""
+        if not self.answers:
+            return None
+        wanted = {b"$%d\r\n%s\r\n" % (len(token), token): answer for token, answer in self.answers.items()}
+        self.answers = {}
+
+        def rewrite(raw: bytes) -> bytes:
+            if raw[:1] not in (b"*", b"~"):  # aborted (null) or an error: nothing to replace
+                return raw
+            kind, elements = split_aggregate(raw)
+            return join_aggregate(kind, [wanted.get(element, element) for element in elements])
+
+        return RelayThen(rewrite)
+
+    def discard(self) -> None:
+        self.answers = {}
