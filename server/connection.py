@@ -32,7 +32,8 @@ from server.commands.table import NO_AUTH_COMMANDS
 from server.context import DATABASES, CommandStat, ServerContext, StoreSession
 from server.keyspace import Keyspace
 from server.multi import MultiSubstitutions
-from server.resp import RequestParser, encode, parse_strict_int
+from server.resp import RequestParser, parse_strict_int
+from server.resp_reply import encode
 from server.slots import SUBSCRIBE_COMMANDS, ReplySlot, SessionSink
 
 log = logging.getLogger("redisai.connection")

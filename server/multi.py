@@ -23,7 +23,8 @@ from backends.errors import AIError, wrong_arity
 from backends.tensor import encode_tensor
 from backends.tensor_args import build_tensor, parse_tensorset
 from server.commands.spec import RelayThen
-from server.resp import encode, join_aggregate, split_aggregate
+from server.resp_framer import join_aggregate, split_aggregate
+from server.resp_reply import encode
 
 EXECUTION_COMMANDS = frozenset({"AI.MODELEXECUTE", "AI.MODELRUN", "AI.SCRIPTEXECUTE", "AI.SCRIPTRUN",
                                 "AI.DAGEXECUTE", "AI.DAGEXECUTE_RO", "AI.DAGRUN", "AI.DAGRUN_RO"})

@@ -21,7 +21,7 @@ from fakeredis._socket._async import AsyncFakeSocket
 
 from backends import errors as msgs
 from backends.errors import AIError
-from server.resp import NULL_ARRAY, Push, Status, encode
+from server.resp_reply import NULL_ARRAY, Push, Status, encode
 from server.slots import PUBSUB_COMMANDS, LinksByDatabase, ReplySlot, SessionSink
 
 _MESSAGE_KINDS = frozenset({b"message", b"pmessage", b"smessage"})

@@ -20,7 +20,7 @@ import hiredis
 
 from backends import errors as msgs
 from backends.errors import AIError
-from server.resp import ReplyFramer
+from server.resp_framer import ReplyFramer
 from server.slots import PUBSUB_COMMANDS, SUBSCRIBE_COMMANDS, LinksByDatabase, ReplySlot, SessionSink
 
 _NEED_MORE = object()

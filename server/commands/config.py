@@ -29,7 +29,8 @@ from backends import errors as msgs
 from backends.errors import AIError, wrong_arity
 from backends.registry import BACKEND_IMPORTS, BackendRegistry, parse_backend
 from server.ai import AIState
-from server.resp import OK, Status, parse_strict_int
+from server.resp import parse_strict_int
+from server.resp_reply import OK, Status
 
 if TYPE_CHECKING:
     from server.connection import ClientConnection

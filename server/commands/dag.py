@@ -29,7 +29,7 @@ from server.commands.script import fetch_source, script_work
 from server.execution import execute_run
 from server.keyspace import Keyspace
 from server.metrics import Metrics
-from server.resp import OK, Status
+from server.resp_reply import OK, Status
 
 if TYPE_CHECKING:
     from server.connection import ClientConnection

@@ -12,7 +12,8 @@ from backends import errors as msgs
 from backends.errors import AIError, wrong_arity
 from server.commands.spec import RELAY
 from server.context import DATABASES, REDIS_COMPAT_VERSION, VERSION
-from server.resp import OK, Status, parse_strict_int
+from server.resp import parse_strict_int
+from server.resp_reply import OK, Status
 
 if TYPE_CHECKING:
     from server.connection import ClientConnection

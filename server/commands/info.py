@@ -19,7 +19,7 @@ from backends.errors import AIError, wrong_arity
 from backends.objects import MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
 from server.ai import RunStats
 from server.keyspace import Keyspace
-from server.resp import OK
+from server.resp_reply import OK
 
 if TYPE_CHECKING:
     from server.connection import ClientConnection

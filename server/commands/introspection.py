@@ -13,7 +13,8 @@ from backends.errors import AIError
 from server.commands.info_ai import ai_sections, commandstats_lines, merge_commandstats
 from server.commands.spec import RELAY, CommandSpec, RelayThen
 from server.context import REDIS_COMPAT_VERSION, VERSION
-from server.resp import Status, Verbatim, encode, join_aggregate, split_aggregate
+from server.resp_framer import join_aggregate, split_aggregate
+from server.resp_reply import Status, Verbatim, encode
 
 if TYPE_CHECKING:
     from server.connection import ClientConnection

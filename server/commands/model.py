@@ -46,7 +46,7 @@ from server.commands.stored import delete_stored, scan_stored
 from server.execution import execute_run
 from server.keyspace import Keyspace
 from server.metrics import Metrics
-from server.resp import OK, Status
+from server.resp_reply import OK, Status
 
 if TYPE_CHECKING:
     from server.connection import ClientConnection

@@ -47,7 +47,7 @@ from server.commands.script_args import (
 from server.commands.stored import delete_stored, scan_stored
 from server.execution import execute_run
 from server.keyspace import Keyspace
-from server.resp import OK, Status
+from server.resp_reply import OK, Status
 from server.script_host import LoopScriptHost
 
 if TYPE_CHECKING:

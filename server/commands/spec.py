@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from server.resp import Status
+from server.resp_reply import Status
 
 if TYPE_CHECKING:
     from server.connection import ClientConnection

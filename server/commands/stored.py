@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from backends.errors import AIError, wrong_arity
 from backends.objects import MARKER_FIELD, check_marker
-from server.resp import OK
+from server.resp_reply import OK
 
 if TYPE_CHECKING:
     from server.connection import ClientConnection

@@ -35,7 +35,7 @@ from backends.tensor_args import (
     tensorget_reply,
 )
 from server.keyspace import Keyspace
-from server.resp import OK
+from server.resp_reply import OK
 
 if TYPE_CHECKING:
     from server.connection import ClientConnection

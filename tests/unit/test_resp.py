@@ -5,18 +5,9 @@ from __future__ import annotations
 import pytest
 
 from backends.errors import AIError, ProtocolError
-from server.resp import (
-    NULL_ARRAY,
-    Limits,
-    Push,
-    ReplyFramer,
-    RequestParser,
-    Status,
-    Verbatim,
-    encode,
-    parse_strict_int,
-    split_inline_args,
-)
+from server.resp import Limits, RequestParser, parse_strict_int, split_inline_args
+from server.resp_framer import ReplyFramer
+from server.resp_reply import NULL_ARRAY, Push, Status, Verbatim, encode
 
 STREAM = (
     b"*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$12\r\nhello\r\nworld\r\n"

@@ -16,7 +16,7 @@ from dag.script_work import ScriptWork
 from server.ai import AIState
 from server.config import Config
 from server.keyspace import Keyspace
-from server.resp import Status
+from server.resp_reply import Status
 from server.script_host import LoopScriptHost, refused
 from server.store_embedded import EmbeddedStore
 

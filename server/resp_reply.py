@@ -1,0 +1,127 @@
+"""RESP reply values and their encoder, for RESP2 and RESP3 clients (sans-IO).
+
+Handlers return plain Python values (bytes, int, float, list, dict, None, AIError) or these markers; the
+connection encodes them for the client's protocol with ``encode``. Floats use RedisAI's ``%.17g``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from backends.errors import AIError
+
+# --- reply values ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """A simple string (``+OK``)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Push:
+    """An out-of-band message: RESP3 push (``>``), a plain array in RESP2."""
+
+    items: list[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Verbatim:
+    """A RESP3 verbatim string (``=len\\r\\ntxt:...``), a bulk string in RESP2."""
+
+    text: bytes
+    fmt: bytes = b"txt"
+
+
+@dataclass(frozen=True, slots=True)
+class Raw:
+    """Bytes that are already RESP, written as they are (replies relayed from the backing store)."""
+
+    data: bytes
+
+
+class _NullArray:
+    """``*-1`` in RESP2, ``_`` in RESP3."""
+
+
+NULL_ARRAY = _NullArray()
+OK = Status("OK")
+
+
+def format_double(value: float) -> bytes:
+    """RedisAI's ``%.17g``; infinities and NaN spelled as glibc prints them."""
+    if math.isnan(value):
+        return b"-nan" if math.copysign(1.0, value) < 0 else b"nan"
+    if math.isinf(value):
+        return b"inf" if value > 0 else b"-inf"
+    return (b"%.17g" % value)
+
+
+def encode(value: Any, proto: int = 2) -> bytes:
+    """Encode one reply value for a client speaking RESP ``proto`` (2 or 3)."""
+    out: list[bytes] = []
+    _encode_into(value, proto, out)
+    return b"".join(out)
+
+
+def _encode_into(value: Any, proto: int, out: list[bytes]) -> None:  # noqa: C901 - one branch per RESP type
+    kind = type(value)
+    if kind is bytes or kind is bytearray or kind is memoryview:
+        out.append(b"$%d\r\n" % len(value))
+        out.append(value)
+        out.append(b"\r\n")
+    elif kind is Status:
+        out.append(b"+" + value.text.encode() + b"\r\n")
+    elif kind is bool:
+        out.append((b"#t\r\n" if value else b"#f\r\n") if proto == 3 else (b":1\r\n" if value else b":0\r\n"))
+    elif kind is int:
+        out.append(b":%d\r\n" % value)
+    elif kind is str:
+        _encode_into(value.encode(), proto, out)
+    elif value is None:
+        out.append(b"_\r\n" if proto == 3 else b"$-1\r\n")
+    elif kind is list or kind is tuple:
+        out.append(b"*%d\r\n" % len(value))
+        for item in value:
+            _encode_into(item, proto, out)
+    elif isinstance(value, AIError):
+        out.append(b"-" + value.resp_text().encode() + b"\r\n")
+    elif kind is float:
+        text = format_double(value)
+        out.append(b"," + text + b"\r\n" if proto == 3 else b"$%d\r\n%s\r\n" % (len(text), text))
+    elif kind is dict:
+        out.append((b"%%%d\r\n" if proto == 3 else b"*%d\r\n") % (len(value) if proto == 3 else 2 * len(value)))
+        for key, item in value.items():
+            _encode_into(key, proto, out)
+            _encode_into(item, proto, out)
+    elif kind is Raw:
+        out.append(value.data)
+    else:
+        _encode_rare(value, proto, out)
+
+
+def _encode_rare(value: Any, proto: int, out: list[bytes]) -> None:
+    if isinstance(value, (set, frozenset)):
+        out.append((b"~%d\r\n" if proto == 3 else b"*%d\r\n") % len(value))
+        for item in value:
+            _encode_into(item, proto, out)
+    elif isinstance(value, Push):
+        out.append((b">%d\r\n" if proto == 3 else b"*%d\r\n") % len(value.items))
+        for item in value.items:
+            _encode_into(item, proto, out)
+    elif isinstance(value, Verbatim):
+        if proto == 3:
+            body = value.fmt + b":" + value.text
+            out.append(b"=%d\r\n%s\r\n" % (len(body), body))
+        else:
+            _encode_into(value.text, proto, out)
+    elif value is NULL_ARRAY:
+        out.append(b"_\r\n" if proto == 3 else b"*-1\r\n")
+    elif isinstance(value, int):  # IntEnum and friends
+        out.append(b":%d\r\n" % int(value))
+    else:
+        raise TypeError(f"cannot encode {type(value).__name__} as RESP")
