@@ -22,11 +22,11 @@ import logging
 import time
 from collections import deque
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 from backends import errors as msgs
 from backends.errors import AIError, ProtocolError, wrong_arity
+from server.client_state import ClientState, format_peer
 from server.commands.spec import RELAY, CommandSpec, RelayThen
 from server.commands.table import NO_AUTH_COMMANDS
 from server.context import DATABASES, CommandStat, ServerContext, StoreSession
@@ -40,36 +40,6 @@ log = logging.getLogger("redisai.connection")
 
 HIGH_WATER = 1024
 LOW_WATER = 128
-
-
-@dataclass(slots=True)
-class ClientState:
-    """What CLIENT LIST shows and what commands change about one connection."""
-
-    id: int
-    addr: str
-    laddr: str
-    fd: int
-    authenticated: bool
-    name: str = ""
-    lib_name: str = ""
-    lib_ver: str = ""
-    proto: int = 2
-    db: int = 0
-    in_multi: bool = False
-    reply_mode: str = "on"  # CLIENT REPLY: on, off, or skip (the next command only)
-    pending_db: int | None = None  # a SELECT queued inside MULTI, applied at EXEC
-    used_pubsub: bool = False
-    created: float = field(default_factory=time.monotonic)
-    last_active: float = field(default_factory=time.monotonic)
-    last_command: str = "NULL"
-
-
-def _format_peer(info: Any) -> str:
-    if isinstance(info, tuple) and len(info) >= 2:
-        host, port = info[0], info[1]
-        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
-    return f"{info or '/unixsocket'}:0"
 
 
 class ClientConnection(asyncio.Protocol, SessionSink):
@@ -99,8 +69,8 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         sock = transport.get_extra_info("socket")
         self.state = ClientState(
             id=self.ctx.next_client_id(),
-            addr=_format_peer(transport.get_extra_info("peername")),
-            laddr=_format_peer(transport.get_extra_info("sockname")),
+            addr=format_peer(transport.get_extra_info("peername")),
+            laddr=format_peer(transport.get_extra_info("sockname")),
             fd=sock.fileno() if sock is not None else -1,
             authenticated=not self.ctx.config.requirepass,
             db=self.ctx.store.default_db,
@@ -209,12 +179,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
 
     def describe(self) -> str:
         """One CLIENT LIST line."""
-        state, now = self.state, time.monotonic()
-        flags = ("x" if state.in_multi else "") + ("P" if state.used_pubsub else "") or "N"
-        return (f"id={state.id} addr={state.addr} laddr={state.laddr} fd={state.fd} name={state.name} "
-                f"age={int(now - state.created)} idle={int(now - state.last_active)} flags={flags} db={state.db} "
-                f"multi={0 if state.in_multi else -1} qbuf={self.parser.buffered()} cmd={state.last_command} "
-                f"user=default resp={state.proto} lib-name={state.lib_name} lib-ver={state.lib_ver}")
+        return self.state.describe(self.parser.buffered())
 
     # --- the command pump ---------------------------------------------------------------------------------------
 

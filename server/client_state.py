@@ -1,0 +1,46 @@
+"""ClientState: what CLIENT LIST shows and what commands change about one connection."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class ClientState:
+    """What CLIENT LIST shows and what commands change about one connection."""
+
+    id: int
+    addr: str
+    laddr: str
+    fd: int
+    authenticated: bool
+    name: str = ""
+    lib_name: str = ""
+    lib_ver: str = ""
+    proto: int = 2
+    db: int = 0
+    in_multi: bool = False
+    reply_mode: str = "on"  # CLIENT REPLY: on, off, or skip (the next command only)
+    pending_db: int | None = None  # a SELECT queued inside MULTI, applied at EXEC
+    used_pubsub: bool = False
+    created: float = field(default_factory=time.monotonic)
+    last_active: float = field(default_factory=time.monotonic)
+    last_command: str = "NULL"
+
+    def describe(self, query_buffer: int) -> str:
+        """One CLIENT LIST line."""
+        now = time.monotonic()
+        flags = ("x" if self.in_multi else "") + ("P" if self.used_pubsub else "") or "N"
+        return (f"id={self.id} addr={self.addr} laddr={self.laddr} fd={self.fd} name={self.name} "
+                f"age={int(now - self.created)} idle={int(now - self.last_active)} flags={flags} db={self.db} "
+                f"multi={0 if self.in_multi else -1} qbuf={query_buffer} cmd={self.last_command} "
+                f"user=default resp={self.proto} lib-name={self.lib_name} lib-ver={self.lib_ver}")
+
+
+def format_peer(info: Any) -> str:
+    if isinstance(info, tuple) and len(info) >= 2:
+        host, port = info[0], info[1]
+        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+    return f"{info or '/unixsocket'}:0"

@@ -1,0 +1,175 @@
+"""Connections to a real Redis: the address from ``--redis-url``, the login, and reply readers.
+
+``open_upstream`` connects, logs in (AUTH, SELECT) within a timeout and hands back a protocol object whose
+replies go to a callback: raw frames (``FrameReader``, for relaying byte for byte) or decoded values
+(``ValueReader``, hiredis, for the keyspace).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import hiredis
+
+from backends.errors import AIError
+from server.resp_framer import ReplyFramer
+
+_NEED_MORE = object()
+
+
+def pack_command(argv: list[bytes]) -> bytes:
+    parts = [b"*%d\r\n" % len(argv)]
+    for arg in argv:
+        parts.append(b"$%d\r\n" % len(arg))
+        parts.append(arg)
+        parts.append(b"\r\n")
+    return b"".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreAddress:
+    """Where the backing Redis is and how to log in; parsed from ``--redis-url``."""
+
+    host: str = "127.0.0.1"
+    port: int = 6379
+    path: str = ""
+    use_tls: bool = False
+    username: str = ""
+    password: str = ""
+    db: int = 0
+
+    def describe(self) -> str:
+        return f"unix:{self.path}" if self.path else f"{'rediss' if self.use_tls else 'redis'}://{self.host}:{self.port}"
+
+
+def parse_store_url(url: str) -> StoreAddress:
+    parts = urlsplit(url)
+    query = parse_qs(parts.query)
+    if parts.scheme == "unix":
+        db_text = query.get("db", ["0"])[0]
+    else:
+        db_text = query.get("db", [""])[0] or parts.path.lstrip("/")
+    db = int(db_text) if db_text else 0
+    common = {"username": unquote(parts.username or ""), "password": unquote(parts.password or ""), "db": db}
+    if parts.scheme == "unix":
+        return StoreAddress(path=parts.path, **common)  # type: ignore[arg-type]
+    return StoreAddress(host=parts.hostname or "127.0.0.1", port=parts.port or 6379, use_tls=parts.scheme == "rediss",
+                        **common)  # type: ignore[arg-type]
+
+
+class FrameReader:
+    """Raw frames, for relaying."""
+
+    def __init__(self) -> None:
+        self._framer = ReplyFramer()
+
+    def feed(self, data: bytes) -> None:
+        self._framer.feed(data)
+
+    def next(self) -> Any:
+        frame = self._framer.next_frame()
+        return _NEED_MORE if frame is None else frame
+
+
+class ValueReader:
+    """Decoded values (hiredis), for the keyspace; error replies become AIError values with their exact text."""
+
+    def __init__(self) -> None:
+        self._reader = hiredis.Reader(notEnoughData=_NEED_MORE, replyError=AIError)
+
+    def feed(self, data: bytes) -> None:
+        self._reader.feed(data)
+
+    def next(self) -> Any:
+        return self._reader.gets()
+
+
+class UpstreamProtocol(asyncio.Protocol):
+    """One TCP/unix connection to the backing Redis; hands every reply (frame or value) to ``on_reply``."""
+
+    def __init__(self, reader: FrameReader | ValueReader, on_reply: Callable[[Any], None],
+                 on_batch_end: Callable[[], None], on_lost: Callable[[Exception | None], None]) -> None:
+        self._reader = reader
+        self.on_reply = on_reply
+        self._on_batch_end = on_batch_end
+        self._on_lost = on_lost
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self._reader.feed(data)
+        while (reply := self._reader.next()) is not _NEED_MORE:
+            self.on_reply(reply)
+        self._on_batch_end()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self._on_lost(exc)
+
+    def write(self, data: bytes) -> None:
+        if self.transport is not None:
+            self.transport.write(data)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+CONNECT_TIMEOUT_S = 10.0
+
+
+async def open_upstream(address: StoreAddress, reader: FrameReader | ValueReader, db: int,
+                        on_lost: Callable[[Exception | None], None]) -> UpstreamProtocol:
+    """Connect, log in and select ``db`` within CONNECT_TIMEOUT_S; the returned protocol's ``on_reply`` is then
+    the caller's to set, and ``on_lost`` is called if the connection drops later."""
+    handshake: deque[asyncio.Future[Any]] = deque()
+
+    def answer(reply: Any) -> None:
+        if handshake:
+            handshake.popleft().set_result(reply)
+
+    def lost_during_handshake(exc: Exception | None) -> None:
+        while handshake:
+            handshake.popleft().set_exception(ConnectionError(f"connection lost during login: {exc}"))
+
+    protocol = UpstreamProtocol(reader, answer, lambda: None, lost_during_handshake)
+    try:
+        await asyncio.wait_for(_connect_and_login(address, db, protocol, handshake), CONNECT_TIMEOUT_S)
+    except BaseException as exc:
+        protocol.close()
+        if isinstance(exc, TimeoutError):
+            raise ConnectionError(f"no answer from {address.describe()} within {CONNECT_TIMEOUT_S:g}s") from exc
+        raise
+    protocol._on_lost = on_lost
+    return protocol
+
+
+async def _connect_and_login(address: StoreAddress, db: int, protocol: UpstreamProtocol,
+                             handshake: deque[asyncio.Future[Any]]) -> None:
+    loop = asyncio.get_running_loop()
+    if address.path:
+        await loop.create_unix_connection(lambda: protocol, address.path)
+    else:
+        context = ssl.create_default_context() if address.use_tls else None
+        await loop.create_connection(lambda: protocol, address.host, address.port, ssl=context)
+    commands: list[list[bytes]] = []
+    if address.password:
+        user = [address.username.encode()] if address.username else []
+        commands.append([b"AUTH", *user, address.password.encode()])
+    if db:
+        commands.append([b"SELECT", str(db).encode()])
+    for argv in commands:
+        future: asyncio.Future[Any] = loop.create_future()
+        handshake.append(future)
+        protocol.write(pack_command(argv))
+        reply = await future
+        if isinstance(reply, AIError) or (isinstance(reply, bytes) and reply.startswith(b"-")):
+            raise ConnectionError(f"{argv[0].decode()} failed: {reply!r}")
