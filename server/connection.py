@@ -30,6 +30,7 @@ from server.client_state import ClientState, format_peer
 from server.commands.spec import RELAY, CommandSpec, RelayThen
 from server.commands.table import NO_AUTH_COMMANDS
 from server.context import DATABASES, CommandStat, ServerContext, StoreSession
+from server.eager import step_once
 from server.keyspace import Keyspace
 from server.multi import MultiSubstitutions
 from server.resp import RequestParser, parse_strict_int
@@ -225,6 +226,12 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         started = time.perf_counter_ns() if spec is not None else 0
         try:
             outcome = self._dispatch(argv, spec)
+            if asyncio.iscoroutine(outcome):
+                finished, outcome = step_once(outcome)  # runs synchronously until it really waits
+                if not finished:
+                    self._task = asyncio.get_running_loop().create_task(
+                        self._finish(outcome.run(), argv, slot, spec, started))
+                    return
         except AIError as exc:
             slot.fill(encode(exc, self.state.proto))
             self._account(spec, started, True)
@@ -236,10 +243,15 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             return
         finally:
             self._executing = False
-        if asyncio.iscoroutine(outcome):
-            self._task = asyncio.get_running_loop().create_task(self._finish(outcome, argv, slot, spec, started))
-            return
         self._account(spec, started, False)
+        try:
+            self._deliver(argv, slot, outcome)
+        except Exception as exc:  # a reply we cannot encode is a bug: one error reply, never the connection
+            log.exception("reply of %r could not be encoded", argv[:1])
+            slot.fill(encode(AIError(msgs.INTERNAL_MSG.format(detail=type(exc).__name__)), self.state.proto))
+
+    def _deliver(self, argv: list[bytes], slot: ReplySlot, outcome: Any) -> None:
+        """A handler's result: relay the command (maybe rewriting the store's reply), or fill the slot."""
         if outcome is RELAY:
             self._relay_safely(argv, slot)
         elif isinstance(outcome, RelayThen):
@@ -318,32 +330,34 @@ class ClientConnection(asyncio.Protocol, SessionSink):
 
     async def _finish(self, outcome: Coroutine[Any, Any, Any], argv: list[bytes], slot: ReplySlot,
                       spec: CommandSpec | None = None, started: int = 0) -> None:
-        """Await a waiting handler, fill its slot, and let the pump go on."""
-        relay = failed = False
+        """Await a handler that had to wait, deliver its result, and let the pump go on."""
+        error: AIError | None = None
+        reply: Any = None
         try:
             reply = await outcome
-            relay = reply is RELAY
-            data = b"" if relay else encode(reply, self.state.proto)
         except AIError as exc:
-            data, failed = encode(exc, self.state.proto), True
+            error = exc
         except asyncio.CancelledError:
             if self._closed:  # our own client went away: nothing to answer
                 self._task = None
                 raise
-            # cancelled from elsewhere (never ours to swallow silently): answer, and keep the pump alive
-            data, failed = encode(AIError(msgs.INTERNAL_MSG.format(detail="cancelled")), self.state.proto), True
+            error = AIError(msgs.INTERNAL_MSG.format(detail="cancelled"))  # cancelled from elsewhere: answer it
         except Exception as exc:
             log.exception("command %r failed", argv[:1])
-            data, failed = encode(AIError(msgs.INTERNAL_MSG.format(detail=type(exc).__name__)), self.state.proto), True
+            error = AIError(msgs.INTERNAL_MSG.format(detail=type(exc).__name__))
         finally:
             self._task = None
-        self._account(spec, started, failed)
+        self._account(spec, started, error is not None)
         if self._closed:
             return
-        if relay:
-            self._relay_safely(argv, slot)
+        if error is not None:
+            slot.fill(encode(error, self.state.proto))
         else:
-            slot.fill(data)
+            try:
+                self._deliver(argv, slot, reply)
+            except Exception as exc:
+                log.exception("reply of %r could not be encoded", argv[:1])
+                slot.fill(encode(AIError(msgs.INTERNAL_MSG.format(detail=type(exc).__name__)), self.state.proto))
         self.flush()
 
     def _write_ready(self) -> None:

@@ -1,0 +1,60 @@
+"""Running a handler coroutine eagerly: its first step now, a Task only if it really has to wait.
+
+On the embedded store a keyspace round trip never suspends, so most AI commands finish in their first step;
+starting a Task for each would cost a loop iteration and a task object per command. A handler that does
+wait (a real Redis round trip, a worker thread, a model load) is handed to a Task at the point where it
+waits, and goes on exactly as if it had been a Task from the start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+
+class Suspended:
+    """The rest of a coroutine that stopped at an ``await``: ``run()`` drives it to the end inside a Task."""
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], waiting_on: Any) -> None:
+        self._coro = coro
+        self._waiting_on = waiting_on
+
+    async def run(self) -> Any:
+        coro, pending = self._coro, self._waiting_on
+        while True:
+            try:
+                await _until_done(pending)
+            except asyncio.CancelledError:
+                if isinstance(pending, asyncio.Future):
+                    pending.cancel()  # what Task.cancel() does to the future its coroutine waits on
+                try:
+                    pending = coro.throw(asyncio.CancelledError())
+                except StopIteration as stop:
+                    return stop.value
+                continue
+            try:
+                pending = coro.send(None)
+            except StopIteration as stop:
+                return stop.value
+
+
+async def _until_done(pending: Any) -> None:
+    if isinstance(pending, asyncio.Future):
+        pending._asyncio_future_blocking = False
+        if not pending.done():
+            await asyncio.wait([pending])
+    else:  # a bare ``yield`` (asyncio.sleep(0)): give the loop one turn
+        await asyncio.sleep(0)
+
+
+def step_once(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
+    """Run ``coro`` until it finishes or first waits: (True, its result) or (False, a ``Suspended``).
+
+    An exception raised in that first step propagates to the caller, as from a plain function call.
+    """
+    try:
+        pending = coro.send(None)
+    except StopIteration as stop:
+        return True, stop.value
+    return False, Suspended(coro, pending)
