@@ -21,7 +21,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from backends import errors as msgs
@@ -41,6 +41,7 @@ log = logging.getLogger("redisai.connection")
 
 HIGH_WATER = 1024
 LOW_WATER = 128
+PUBSUB_OUTPUT_LIMIT = 32 * 1024 * 1024
 
 
 class ClientConnection(asyncio.Protocol, SessionSink):
@@ -61,7 +62,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         self._closed = False
         self._executing = False
         self._protocol_broken = False
-        self.multi = MultiSubstitutions(b"\x00redisai-multi-%d-" % id(self))
+        self.multi = MultiSubstitutions()
 
     # --- asyncio.Protocol ---------------------------------------------------------------------------------------
 
@@ -125,10 +126,19 @@ class ClientConnection(asyncio.Protocol, SessionSink):
     # --- SessionSink --------------------------------------------------------------------------------------------
 
     def push(self, data: bytes) -> None:
-        """Replies already answered go out first, so a push never overtakes a reply the store sent before it."""
-        if not self._closed and self.transport is not None:
-            self._write_ready()
-            self.transport.write(data)
+        """Replies already answered go out first, so a push never overtakes a reply the store sent before it.
+
+        A subscriber that does not read is closed once PUBSUB_OUTPUT_LIMIT bytes wait for it (Redis's
+        client-output-buffer-limit for pub/sub clients), instead of growing our memory for ever."""
+        if self._closed or self.transport is None:
+            return
+        self._write_ready()
+        if self.transport.get_write_buffer_size() + len(data) > PUBSUB_OUTPUT_LIMIT:
+            log.warning("closing client %d: %d bytes of pushes unread", self.state.id,
+                        self.transport.get_write_buffer_size())
+            self.transport.abort()
+            return
+        self.transport.write(data)
 
     def flush(self) -> None:
         self._write_ready()
@@ -186,7 +196,8 @@ class ClientConnection(asyncio.Protocol, SessionSink):
 
     def _pump(self) -> None:
         """Start every command that may start now, in order."""
-        while self.backlog and self._task is None and not self._close_after_reply and not self._writing_paused:
+        while (self.backlog and self._task is None and not self._close_after_reply and not self._writing_paused
+               and self.transport is not None and not self.transport.is_closing()):
             item = self.backlog[0]
             if isinstance(item, ProtocolError):
                 self.backlog.clear()
@@ -195,8 +206,10 @@ class ClientConnection(asyncio.Protocol, SessionSink):
                 self._close_after_reply = True
                 break
             spec = self.ctx.commands.get(item[0].upper().decode(errors="replace")) if item else None
-            if spec is not None and spec.waits and self._relay_pending():
-                break
+            if spec is not None and spec.waits:
+                if self._relay_pending():
+                    break
+                self._write_ready()  # answered replies go out first: their rewrites (EXEC's SELECT) apply now
             self.backlog.popleft()
             self._execute(item, spec)
         if (self._reading_paused and len(self.backlog) < LOW_WATER and not self._close_after_reply
@@ -230,10 +243,14 @@ class ClientConnection(asyncio.Protocol, SessionSink):
                 finished, outcome = step_once(outcome)  # runs synchronously until it really waits
                 if not finished:
                     self._task = asyncio.get_running_loop().create_task(
-                        self._finish(outcome.run(), argv, slot, spec, started))
+                        self._finish(outcome, argv, slot, spec, started))
                     return
         except AIError as exc:
             slot.fill(encode(exc, self.state.proto))
+            self._account(spec, started, True)
+            return
+        except asyncio.CancelledError:  # e.g. awaiting a build another caller's cancellation ended
+            slot.fill(encode(AIError(msgs.INTERNAL_MSG.format(detail="cancelled")), self.state.proto))
             self._account(spec, started, True)
             return
         except Exception as exc:  # a bug must cost one error reply, never the connection
@@ -276,41 +293,63 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             raise AIError(msgs.NOAUTH_MSG)
         if spec is None:
             name = argv[0].lower()
+            if name == b"exec" and self.state.in_multi:
+                self._end_multi()
+                return self.multi.exec_relay(self._commit_pending_db()) or RELAY
             self._track_relayed(name)
-            if name == b"exec":
-                return self.multi.exec_relay() or RELAY
             return RELAY
+        if self.state.in_multi and spec.name not in ("QUIT", "RESET"):
+            try:
+                if not spec.arity_ok(len(argv)):
+                    raise wrong_arity(argv[0].decode(errors="replace"))
+                return self._queue_in_multi(argv, spec)
+            except AIError:
+                self._poison_transaction()  # a queue-time error: Redis answers EXECABORT at EXEC
+                raise
         if not spec.arity_ok(len(argv)):
             raise wrong_arity(argv[0].decode(errors="replace"))
-        if self.state.in_multi:
-            return self._queue_in_multi(argv, spec)
         return spec.handler(self, argv)
 
     def _queue_in_multi(self, argv: list[bytes], spec: CommandSpec) -> Any:
         """Inside MULTI the store queues our generic commands too (so EXEC's reply has them); what changes
-        connection state is applied when EXEC goes out."""
-        if spec.name in ("QUIT", "RESET"):
-            return spec.handler(self, argv)
+        connection state is applied when EXEC's reply says the transaction ran."""
         if spec.ai:
             return self.multi.queue(spec.name, argv, self.state.proto)
-        if spec.name == "HELLO":
-            raise AIError(msgs.HELLO_IN_MULTI_MSG)
+        if spec.name == "HELLO" or (spec.name == "CLIENT" and argv[1].upper() in (b"REPLY", b"UNBLOCK")):
+            raise AIError(msgs.NOT_QUEUEABLE_FMT.format(cmd=b" ".join(argv[:2 if spec.name == "CLIENT" else 1])
+                                                        .decode(errors="replace").upper()))
         if spec.name == "SELECT":
             index = parse_strict_int(argv[1])
             if index is not None and 0 <= index < DATABASES:
                 self.state.pending_db = index
         return RELAY
 
+    def _poison_transaction(self) -> None:
+        """Make the store's open transaction fail at EXEC, as Redis does after a queue-time error: a command
+        it cannot queue is sent on a slot nobody waits for."""
+        if self.session is not None:
+            self.session.send([b"REDISAI.QUEUE-TIME-ERROR"], ReplySlot())
+
+    def _commit_pending_db(self) -> Callable[[], None] | None:
+        pending, self.state.pending_db = self.state.pending_db, None
+        if pending is None:
+            return None
+
+        def commit() -> None:
+            self.state.db = pending  # the SELECT queued in the transaction ran
+
+        return commit
+
+    def _end_multi(self) -> None:
+        self.state.in_multi = False
+
     def _track_relayed(self, name: bytes) -> None:
         if name == b"multi":
             self.state.in_multi = True
-        elif name in (b"exec", b"discard"):
-            self.state.in_multi = False
-            if name == b"exec" and self.state.pending_db is not None:
-                self.state.db = self.state.pending_db  # a SELECT queued in the transaction now took effect
+        elif name == b"discard":
+            self._end_multi()
             self.state.pending_db = None
-            if name == b"discard":
-                self.multi.discard()
+            self.multi.discard()
         elif name in SUBSCRIBE_COMMANDS:
             self.state.used_pubsub = True
 
@@ -328,7 +367,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
                 self.session.set_protocol(self.state.proto)
         self.session.send(argv, slot)
 
-    async def _finish(self, outcome: Coroutine[Any, Any, Any], argv: list[bytes], slot: ReplySlot,
+    async def _finish(self, outcome: Awaitable[Any], argv: list[bytes], slot: ReplySlot,
                       spec: CommandSpec | None = None, started: int = 0) -> None:
         """Await a handler that had to wait, deliver its result, and let the pump go on."""
         error: AIError | None = None

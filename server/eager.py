@@ -9,6 +9,7 @@ waits, and goes on exactly as if it had been a Task from the start.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Coroutine
 from typing import Any
 
@@ -49,12 +50,17 @@ async def _until_done(pending: Any) -> None:
 
 
 def step_once(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
-    """Run ``coro`` until it finishes or first waits: (True, its result) or (False, a ``Suspended``).
+    """Run ``coro`` until it finishes or first waits: (True, its result) or (False, an awaitable of the rest).
 
-    An exception raised in that first step propagates to the caller, as from a plain function call.
+    An exception raised in that first step propagates to the caller, as from a plain function call. On
+    Python 3.12+ this is an eagerly started Task (so even the first step runs inside a Task: asyncio.timeout
+    and wait_for work there); on 3.11, where wait_for needs no Task, the first step runs bare.
     """
+    if sys.version_info >= (3, 12):
+        task = asyncio.Task(coro, eager_start=True)
+        return (True, task.result()) if task.done() else (False, task)
     try:
         pending = coro.send(None)
     except StopIteration as stop:
         return True, stop.value
-    return False, Suspended(coro, pending)
+    return False, Suspended(coro, pending).run()

@@ -16,6 +16,8 @@ reply is rewritten, replacing each token element with the answer.
 from __future__ import annotations
 
 import itertools
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from backends import errors as msgs
@@ -38,7 +40,7 @@ def _unchanged(raw: bytes) -> bytes:
 class MultiSubstitutions:
     """The answers a connection's open transaction owes at EXEC, by token."""
 
-    prefix: bytes
+    prefix: bytes = field(default_factory=lambda: b"\x00redisai-multi-" + os.urandom(8).hex().encode() + b"-")
     answers: dict[bytes, bytes] = field(default_factory=dict)
     _numbers: itertools.count[int] = field(default_factory=itertools.count)
 
@@ -61,15 +63,20 @@ class MultiSubstitutions:
         self.answers[token] = answer
         return RelayThen(_unchanged, [b"ECHO", token])
 
-    def exec_relay(self) -> RelayThen | None:
-        """EXEC's rewrite, when the transaction queued answers (then forgets them)."""
-        if not self.answers:
+    def exec_relay(self, on_success: Callable[[], None] | None = None) -> RelayThen | None:
+        """EXEC's rewrite, when the transaction queued answers or must tell the connection it committed (a
+        SELECT inside it): ``on_success`` runs only when EXEC's reply says the transaction ran."""
+        if not self.answers and on_success is None:
             return None
         wanted = {b"$%d\r\n%s\r\n" % (len(token), token): answer for token, answer in self.answers.items()}
         self.answers = {}
 
         def rewrite(raw: bytes) -> bytes:
-            if raw[:1] not in (b"*", b"~"):  # aborted (null) or an error: nothing to replace
+            if raw[:1] not in (b"*", b"~") or raw.startswith(b"*-"):  # aborted (null) or an error: keep it
+                return raw
+            if on_success is not None:
+                on_success()
+            if not wanted:
                 return raw
             kind, elements = split_aggregate(raw)
             return join_aggregate(kind, [wanted.get(element, element) for element in elements])

@@ -24,15 +24,13 @@ class ReplySlot:
 
     def output(self) -> bytes:
         """The bytes to write, after the optional rewrite of a relayed reply (COMMAND merges ours in)."""
-        if self.suppressed:
-            return b""
         data = b"".join(self.chunks)
-        if self.transform is None:
-            return data
-        try:
-            return self.transform(data)
-        except Exception as exc:  # a reply we could not merge must not take the connection down
-            return b"-ERR internal error: cannot merge the store's reply (" + type(exc).__name__.encode() + b")\r\n"
+        if self.transform is not None:
+            try:
+                data = self.transform(data)  # runs even when suppressed: it may also record what happened
+            except Exception as exc:  # a reply we could not merge must not take the connection down
+                data = b"-ERR internal error: cannot merge the store's reply (" + type(exc).__name__.encode() + b")\r\n"
+        return b"" if self.suppressed else data
 
     @property
     def done(self) -> bool:

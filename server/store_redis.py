@@ -83,10 +83,13 @@ class RedisSession:
         upstream.write(b"".join(outbox))
 
     def _on_lost(self, exc: Exception | None) -> None:
+        """The client's state on the store is gone: the client is closed (first, so nothing more is sent),
+        its pending commands get the error, and this session never reconnects."""
         self._upstream = None
         if not self._closed:
-            self._fail_all(str(exc) if exc else "connection closed")
+            self._closed = True
             self._sink.store_lost()
+            self._fail_all(str(exc) if exc else "connection closed")
 
     def _fail_all(self, detail: str) -> None:
         error = b"-" + msgs.UPSTREAM_DOWN_MSG.format(detail=detail).replace("\r\n", " ").encode() + b"\r\n"
@@ -107,11 +110,21 @@ class RedisSession:
         return 0 if self._proto == 3 else max(1, len(self._subscriptions[name[:-11]]))
 
     def _track_command(self, argv: list[bytes]) -> None:
+        """Follow MULTI, and the channel sets as the commands are sent (not as confirmations come back), so an
+        UNSUBSCRIBE pipelined right after a SUBSCRIBE expects one frame per channel that will be left."""
         name = argv[0].lower()
         if name == b"multi":
             self._in_multi = True
         elif name in (b"exec", b"discard", b"reset"):
             self._in_multi = False
+        elif not self._in_multi and name in PUBSUB_COMMANDS:
+            target = self._subscriptions[name[: name.index(b"subscribe")].removesuffix(b"un")]
+            if name in SUBSCRIBE_COMMANDS:
+                target.update(argv[1:])
+            elif len(argv) > 1:
+                target.difference_update(argv[1:])
+            else:
+                target.clear()
 
     def _on_frame(self, frame: bytes) -> None:
         if frame[:1] == b">":
@@ -139,16 +152,9 @@ class RedisSession:
         value = reader.gets()
         if not isinstance(value, list) or len(value) != 3 or not isinstance(value[2], int):
             return
-        kind, channel, count = value
-        if not isinstance(kind, bytes) or not kind.endswith(b"subscribe"):
-            return
-        prefix = kind[:1] if kind[:1] in (b"p", b"s") else b""
-        target = self._subscriptions[prefix]
-        if kind.startswith(prefix + b"un"):
-            target.discard(channel)
-        else:
-            target.add(channel)
-        self._sub_count = count
+        kind, _channel, count = value
+        if isinstance(kind, bytes) and kind.endswith(b"subscribe"):
+            self._sub_count = count  # how many subscriptions Redis says this connection has now
 
     def close(self) -> None:
         self._closed = True

@@ -134,11 +134,15 @@ async def open_upstream(address: StoreAddress, reader: FrameReader | ValueReader
 
     def answer(reply: Any) -> None:
         if handshake:
-            handshake.popleft().set_result(reply)
+            future = handshake.popleft()
+            if not future.done():
+                future.set_result(reply)
 
     def lost_during_handshake(exc: Exception | None) -> None:
         while handshake:
-            handshake.popleft().set_exception(ConnectionError(f"connection lost during login: {exc}"))
+            future = handshake.popleft()
+            if not future.done():
+                future.set_exception(ConnectionError(f"connection lost during login: {exc}"))
 
     protocol = UpstreamProtocol(reader, answer, lambda: None, lost_during_handshake)
     try:
@@ -148,6 +152,8 @@ async def open_upstream(address: StoreAddress, reader: FrameReader | ValueReader
         if isinstance(exc, TimeoutError):
             raise ConnectionError(f"no answer from {address.describe()} within {CONNECT_TIMEOUT_S:g}s") from exc
         raise
+    if protocol.transport is None:  # lost between the last login reply and now: nobody would be told
+        raise ConnectionError(f"connection to {address.describe()} lost right after login")
     protocol._on_lost = on_lost
     return protocol
 

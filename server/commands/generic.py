@@ -105,6 +105,9 @@ def cmd_reset(client: ClientConnection, argv: list[bytes]) -> Any:
     state.db = client.ctx.store.default_db
     state.name = ""
     state.in_multi = state.used_pubsub = False
+    state.pending_db = None
+    state.reply_mode = "on"
+    client.show_current_reply(True)  # RESET answers even after CLIENT REPLY OFF
     state.proto = 2
     state.authenticated = not client.ctx.config.requirepass
     return Status("RESET")

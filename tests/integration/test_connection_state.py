@@ -40,8 +40,11 @@ def test_select_inside_multi_takes_effect_at_exec(server: RunningServer) -> None
     got = raw.call(b"MULTI\r\nSELECT 5\r\nEXEC\r\nAI.TENSORSET t FLOAT 1 VALUES 1\r\nEXISTS t\r\n", expected)
     assert got == expected
     assert server.client(db=5).exists("t") == 1
-    expected = b"+OK\r\n-ERR HELLO cannot be queued inside MULTI by this server; send it before MULTI\r\n"
-    assert raw.call(b"MULTI\r\nHELLO 3\r\n", expected) == expected
+    expected = b"+OK\r\n+QUEUED\r\n-ERR HELLO cannot be queued in MULTI by this server\r\n"
+    assert raw.call(b"MULTI\r\nSET h 1\r\nHELLO 3\r\n", expected) == expected
+    aborted = raw.call(b"EXEC\r\n", b"-EXECABORT")
+    assert aborted.startswith(b"-EXECABORT")  # a queue-time error fails the whole transaction, as in Redis
+    assert server.client().get("h") is None
 
 
 def test_client_reply_off_skip_on(server: RunningServer) -> None:
@@ -94,3 +97,21 @@ def test_ai_commands_inside_multi(server: RunningServer) -> None:
     assert raw.call(b"AI.TENSORGET t VALUES\r\n", b"*1\r\n$1\r\n3\r\n") == b"*1\r\n$1\r\n3\r\n"
     assert raw.call(b"MULTI\r\nAI.DAGRUN |> AI.TENSORGET t\r\nDISCARD\r\nPING\r\n",
                     b"+OK\r\n+QUEUED\r\n+OK\r\n+PONG\r\n") == b"+OK\r\n+QUEUED\r\n+OK\r\n+PONG\r\n"
+
+
+def test_watch_abort_keeps_exec_null_and_the_database(server: RunningServer) -> None:
+    raw, other = server.raw(), server.client()
+    raw.call(b"SET k 1\r\n", b"+OK\r\n")
+    queued = b"+OK\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n"
+    assert raw.call(b"WATCH k\r\nMULTI\r\nSELECT 5\r\nAI.MODELEXECUTE m INPUTS 1 a OUTPUTS 1 b\r\n", queued) == queued
+    other.set("k", "changed")
+    assert raw.call(b"EXEC\r\n", b"*-1\r\n") == b"*-1\r\n"  # aborted: null, not an empty array
+    assert raw.call(b"CLIENT INFO\r\n", b"$").startswith(b"$")
+    raw.send(b"AI.TENSORSET t FLOAT 1 VALUES 1\r\n")
+    raw.read_exactly(b"+OK\r\n")
+    assert server.client(db=0).exists("t") == 1 and server.client(db=5).exists("t") == 0
+
+
+def test_reset_answers_even_after_client_reply_off(server: RunningServer) -> None:
+    raw = server.raw()
+    assert raw.call(b"CLIENT REPLY OFF\r\nRESET\r\nPING\r\n", b"+RESET\r\n+PONG\r\n") == b"+RESET\r\n+PONG\r\n"

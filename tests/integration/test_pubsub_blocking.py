@@ -105,3 +105,29 @@ def test_xread_block(server: RunningServer) -> None:
     entry = writer.xadd("stream", {"k": "v"})
     thread.join(5)
     assert got and got[0][0][1][0][0] == entry
+
+
+def test_unsubscribe_pipelined_after_subscribe(server: RunningServer) -> None:
+    raw = server.raw()
+    expected = (b"*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n"
+                b"*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:0\r\n+OK\r\n")
+    got = raw.call(b"SUBSCRIBE a b\r\nUNSUBSCRIBE\r\nSET k v\r\n", expected)
+    assert len(got) == len(expected) and got.endswith(b"+OK\r\n") and got.count(b"unsubscribe") == 2
+
+
+def test_subscriber_that_never_reads_is_cut_off(server: RunningServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    import server.connection as connection
+
+    monkeypatch.setattr(connection, "PUBSUB_OUTPUT_LIMIT", 1024 * 1024)
+    lazy = server.raw()
+    lazy.send(b"SUBSCRIBE firehose\r\n")
+    time.sleep(0.2)
+    publisher = server.client()
+    payload = b"x" * 200_000
+    for _ in range(60):
+        publisher.publish("firehose", payload)
+    time.sleep(0.3)
+    assert server.client().ping() is True
+    assert lazy.closed_by_peer(5)
+    time.sleep(0.2)
+    assert publisher.execute_command("PUBSUB", "NUMSUB", "firehose")[1] == 0  # its subscription went with it

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from server.eager import Suspended, step_once
+from server.eager import step_once
 
 
 async def _no_wait() -> int:
@@ -33,8 +33,8 @@ def test_a_coroutine_that_waits_goes_on_in_a_task() -> None:
     async def scenario() -> int:
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         finished, rest = step_once(_waits(future))
-        assert not finished and isinstance(rest, Suspended)
-        task = asyncio.get_running_loop().create_task(rest.run())
+        assert not finished
+        task = asyncio.ensure_future(rest)
         await asyncio.sleep(0)
         future.set_result(21)
         return await task
@@ -53,7 +53,7 @@ def test_errors_of_the_awaited_future_reach_the_coroutine() -> None:
     async def scenario() -> str:
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         _, rest = step_once(catches(future))
-        task = asyncio.get_running_loop().create_task(rest.run())
+        task = asyncio.ensure_future(rest)
         future.set_exception(KeyError("x"))
         return await task
 
@@ -64,7 +64,7 @@ def test_cancelling_the_task_cancels_the_awaited_future() -> None:
     async def scenario() -> bool:
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         _, rest = step_once(_waits(future))
-        task = asyncio.get_running_loop().create_task(rest.run())
+        task = asyncio.ensure_future(rest)
         await asyncio.sleep(0)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
