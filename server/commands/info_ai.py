@@ -88,7 +88,8 @@ def _queues(ai: AIState) -> Fields:
     fields: Fields = [("ai_devices", ",".join(q.name for q in queues)), ("ai_worker_threads", threads * len(queues))]
     for queue in queues:
         fields.append((queue_field_name(queue.name), f"device={queue.name},length={len(queue)},threads={threads},"
-                       f"busy_sec={queue.busy_seconds:.6f},executed={queue.executed}"))
+                       f"busy_sec={queue.busy_seconds:.6f},executed={queue.executed},"
+                       f"batched_requests={queue.batched_requests}"))
     return fields
 
 
