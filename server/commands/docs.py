@@ -23,7 +23,7 @@ Arity follows Redis: `n` = exactly n words with the command name, `-n` = at leas
 any arity here and check it themselves, with RedisAI's texts.
 """
 
-GROUP_TITLES = {"ai": "AI commands", "connection": "Connection", "server": "Server"}
+GROUP_TITLES = {"ai": "AI commands", "connection": "Connection", "keyspace": "Keyspace", "server": "Server"}
 
 
 def _cell(text: str) -> str:

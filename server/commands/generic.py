@@ -10,8 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
 from backends.errors import AIError, wrong_arity
+from backends.objects import MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
+from backends.tensor import HEADER_SIZE, looks_like_tensor
 from server.commands.spec import RELAY
 from server.context import DATABASES, REDIS_COMPAT_VERSION, VERSION
+from server.keyspace import status_text
 from server.resp import parse_strict_int
 from server.resp_reply import OK, Status
 
@@ -111,6 +114,28 @@ def cmd_reset(client: ClientConnection, argv: list[bytes]) -> Any:
     state.proto = 2
     state.authenticated = not client.ctx.config.requirepass
     return Status("RESET")
+
+
+async def cmd_type(client: ClientConnection, argv: list[bytes]) -> Any:
+    """TYPE key: RedisAI's type names for AI values (AI_TENSOR, AI__MODEL, AI_SCRIPT), the store's otherwise.
+
+    Tensors are Redis strings and models/scripts Redis hashes here; TYPE tells them apart as RedisAI's
+    module types did, so clients that branch on it keep working.
+    """
+    key = argv[1]
+    kind, prefix, marker = await client.keyspace().pipeline(
+        [(b"TYPE", key), (b"GETRANGE", key, b"0", str(HEADER_SIZE - 1).encode()), (b"HGET", key, MARKER_FIELD)])
+    if isinstance(kind, AIError):
+        raise kind
+    name = status_text(kind)
+    if name == "string" and isinstance(prefix, bytes) and looks_like_tensor(prefix):
+        return Status("AI_TENSOR")
+    if name == "hash" and marker in _AI_HASH_TYPES:
+        return Status(_AI_HASH_TYPES[marker])
+    return Status(name)
+
+
+_AI_HASH_TYPES = {MODEL_MARKER: "AI__MODEL", SCRIPT_MARKER: "AI_SCRIPT"}
 
 
 def _valid_client_name(name: bytes) -> str:

@@ -127,3 +127,17 @@ def test_pipelined_info_waits_for_earlier_writes(server: RunningServer) -> None:
     pipe.info("keyspace")
     results = pipe.execute()
     assert results[-1]["db0"]["keys"] == 50
+
+
+def test_type_names_ai_values_as_redisai_does(client: redis.Redis) -> None:
+    from tests import models
+    from tests.scripts import SCRIPT
+
+    client.execute_command("AI.TENSORSET", "t", "FLOAT", 1, "VALUES", 1)
+    client.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", models.torch_add())
+    client.execute_command("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", 1, "bar", "SOURCE", SCRIPT)
+    client.set("plain", "x")
+    client.hset("h", "f", "v")
+    client.rpush("l", "x")
+    assert [client.type(key) for key in ("t", "m", "s", "plain", "h", "l", "missing")] == [
+        b"AI_TENSOR", b"AI__MODEL", b"AI_SCRIPT", b"string", b"hash", b"list", b"none"]

@@ -25,7 +25,7 @@ def test_store_get_delete_scan(client: redis.Redis) -> None:
     assert client.execute_command("AI.SCRIPTGET", "ket", "META", "SOURCE") == [
         b"device", b"cpu", b"tag", b"", b"Entry Points", [], b"source", OLD_SCRIPT.encode()]
     assert sorted(client.execute_command("AI._SCRIPTSCAN")) == [[b"ket", b""], [b"my_script", b"my_tag"]]
-    assert client.type("my_script") == b"hash" and client.hget("my_script", "__redisai__") == b"script"
+    assert client.type("my_script") == b"AI_SCRIPT" and client.hget("my_script", "__redisai__") == b"script"
     assert client.execute_command("AI.SCRIPTDEL", "ket") == b"OK"
     assert client.exists("ket") == 0 and client.execute_command("AI._SCRIPTSCAN") == [[b"my_script", b"my_tag"]]
     for command in ("AI.SCRIPTGET", "AI.SCRIPTDEL"):
