@@ -137,6 +137,18 @@ class RawClient:
         self.send(data)
         return self.read_exactly(expected)
 
+    def switch_to_resp3(self) -> None:
+        """HELLO 3, its map reply read and dropped (its exact length varies with the server)."""
+        self.send(b"HELLO 3\r\n")
+        self.read_exactly(b"%8\r\n")
+        self.sock.settimeout(0.3)
+        try:
+            while self.sock.recv(65536):
+                pass
+        except TimeoutError:
+            pass
+        self.sock.settimeout(10)
+
     def closed_by_peer(self, timeout: float = 5.0) -> bool:
         self.sock.settimeout(timeout)
         try:

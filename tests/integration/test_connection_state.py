@@ -14,16 +14,7 @@ from tests.support import RunningServer, running_server
 
 def test_reset_returns_to_a_fresh_resp2_connection(server: RunningServer) -> None:
     raw = server.raw()
-    raw.send(b"HELLO 3\r\n")
-    raw.read_exactly(b"%8\r\n")
-    time.sleep(0.2)
-    raw.sock.settimeout(0.2)
-    try:
-        while raw.sock.recv(65536):
-            pass
-    except TimeoutError:
-        pass
-    raw.sock.settimeout(10)
+    raw.switch_to_resp3()
     expected = b"+RESET\r\n$-1\r\n"
     assert raw.call(b"SELECT 2\r\nRESET\r\nGET nokey\r\n", b"+OK\r\n" + expected) == b"+OK\r\n" + expected
 

@@ -58,15 +58,7 @@ def test_subscribe_raw_resp2_and_ping_in_subscribe_mode(server: RunningServer) -
 
 def test_resp3_subscribe_is_a_push(server: RunningServer) -> None:
     raw = server.raw()
-    raw.send(b"HELLO 3\r\n")
-    raw.read_exactly(b"%8\r\n")
-    raw.sock.settimeout(0.3)
-    try:
-        while raw.sock.recv(65536):
-            pass
-    except TimeoutError:
-        pass
-    raw.sock.settimeout(10)
+    raw.switch_to_resp3()
     expected = b">3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"
     assert raw.call(b"SUBSCRIBE ch\r\n", expected) == expected
     assert raw.call(b"PING\r\n", b"+PONG\r\n") == b"+PONG\r\n"
