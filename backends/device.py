@@ -51,4 +51,5 @@ def parse_device_lenient(raw: bytes) -> Device:
     upper = text.upper()
     kind = upper[:3] if upper[:3] in ("CPU", "GPU") else "CPU"
     suffix = upper[4:] if upper[3:4] == ":" else ""
-    return Device(text, kind, int(suffix) if suffix.isdigit() else None)
+    index = int(suffix) if suffix.isascii() and suffix.isdigit() and len(suffix) <= 9 else None
+    return Device(text, kind, index)

@@ -244,3 +244,4 @@ SCRIPT_CALL_OUTSIDE_RUN_MSG = "ERR redis.execute and redisAI.model_execute only 
 SCRIPT_CALL_ON_LOOP_MSG = "ERR a script cannot call the store from the event-loop thread"
 SCRIPT_CALL_LOOP_GONE_MSG = "ERR the server is shutting down"
 SCRIPT_CALL_TIMEOUT_MSG = "ERR timed out waiting for the store"
+TENSOR_STRING_TOO_LARGE_MSG = "ERR STRING tensors are limited to {limit} elements by this server"

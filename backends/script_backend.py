@@ -25,7 +25,7 @@ and a thread-local keeps concurrent runs on different workers and servers apart.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 import torch
@@ -192,6 +192,24 @@ def _check_entry_point(unit: Any, name: str) -> None:
         raise AIError(msgs.ENTRY_POINT_TYPES_FMT.format(fn=name))
 
 
+# Ops that reach the server's file system: a script may compute, call Redis and models, nothing more.
+FORBIDDEN_OPS = frozenset({"aten::from_file"})
+
+
+def _node_kinds(block: Any) -> Iterator[str]:
+    for node in block.nodes():
+        yield node.kind()
+        for inner in node.blocks():
+            yield from _node_kinds(inner)
+
+
+def _refuse_file_access(unit: Any) -> None:
+    for function in unit.get_functions():
+        bad = sorted({kind for kind in _node_kinds(function.graph) if kind in FORBIDDEN_OPS})
+        if bad:
+            raise AIError(f"ERR script uses operations this server does not allow: {', '.join(bad)}")
+
+
 def compile_script(source: bytes, device: Device, entry_points: Sequence[str]) -> CompiledScript:
     """Compile ``source`` for ``device`` and check its entry points (AI.SCRIPTSTORE steps 9-10).
 
@@ -202,6 +220,7 @@ def compile_script(source: bytes, device: Device, entry_points: Sequence[str]) -
         unit.define(source.decode(errors="replace"), rcb=_resolve)
     except Exception as exc:
         raise AIError(one_line(exc)) from exc
+    _refuse_file_access(unit)
     target = _torch_device(device)
     for name in entry_points:
         _check_entry_point(unit, name)

@@ -134,7 +134,8 @@ class Tensor:
     def data(self) -> bytes | memoryview:
         """The raw data section (what BLOB replies carry): a view of the array, or the NUL-terminated strings."""
         if self.dtype == "STRING":
-            return b"".join([element + b"\0" for element in self.array.reshape(-1).tolist()])
+            elements = self.array.reshape(-1).tolist()
+            return b"\0".join(elements) + b"\0" if elements else b""
         return self.array.reshape(-1).view(np.uint8).data
 
     def to_numpy(self) -> npt.NDArray[Any]:
@@ -201,10 +202,19 @@ class TensorHeader:
 # --- building tensors ----------------------------------------------------------------------------------------
 
 
+MAX_STRING_ELEMENTS = 4 * 1024 * 1024  # each element is a Python object: bound what one command can allocate
+
+
+def check_string_count(count: int) -> None:
+    if count > MAX_STRING_ELEMENTS:
+        raise AIError(msgs.TENSOR_STRING_TOO_LARGE_MSG.format(limit=MAX_STRING_ELEMENTS))
+
+
 def zeros(dtype: str, shape: Sequence[int]) -> Tensor:
     """A zero-filled tensor (STRING: empty elements), as AI.TENSORSET makes one when no data is given."""
     dims = tuple(shape)
     if dtype == "STRING":
+        check_string_count(math.prod(dims))
         return string_tensor([b""] * math.prod(dims), dims)
     return Tensor(dtype, dims, np.zeros(dims, dtype=DTYPES[dtype].numpy))
 
@@ -304,9 +314,13 @@ def decode_tensor(raw: bytes | bytearray | memoryview) -> Tensor:
     check_length(header, len(view))
     data = view[header.data_offset:]
     if header.dtype == "STRING":
+        check_string_count(math.prod(header.shape))
         elements = split_strings(data, math.prod(header.shape))
         if elements is None:
             raise AIError(msgs.WRONGTYPE_MSG)
         return string_tensor(elements, header.shape)
-    array = np.frombuffer(data, dtype=DTYPES[header.dtype].numpy).reshape(header.shape)
+    try:
+        array = np.frombuffer(data, dtype=DTYPES[header.dtype].numpy).reshape(header.shape)
+    except ValueError as exc:  # e.g. dims whose product overflows: not a tensor we can hold
+        raise AIError(msgs.WRONGTYPE_MSG) from exc
     return Tensor(header.dtype, header.shape, array)

@@ -24,6 +24,7 @@ from backends.tensor import (
     MAX_DIMS,
     DType,
     Tensor,
+    check_string_count,
     split_strings,
     string_tensor,
     zeros,
@@ -173,6 +174,7 @@ def build_tensor(request: TensorSetRequest) -> Tensor:
 def _from_blob(info: DType, shape: tuple[int, ...], blob: bytes) -> Tensor:
     count = math.prod(shape)
     if info.kind == "string":
+        check_string_count(count)
         elements = split_strings(blob, count)
         if elements is None:
             raise AIError(msgs.TENSOR_STRING_BLOB_MSG)

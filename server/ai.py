@@ -64,9 +64,12 @@ class ModelCache(HandleCache[ModelMeta, LoadedModel]):
 
     async def load(self, meta: ModelMeta, blob: bytes) -> LoadedModel:
         """Build a model from its blob in a worker thread (validating it), without caching it."""
-        backend = self._backends.get(meta.backend)
         options = self._settings.runtime_options()
-        return await asyncio.to_thread(backend.load_model, blob, meta.device, options)
+        return await asyncio.to_thread(self._load_now, meta, blob, options)
+
+    def _load_now(self, meta: ModelMeta, blob: bytes, options: RuntimeOptions) -> LoadedModel:
+        """On a worker thread: importing a runtime the first time takes a second; the loop never waits for it."""
+        return self._backends.get(meta.backend).load_model(blob, meta.device, options)
 
 
 @dataclass

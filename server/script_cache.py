@@ -9,8 +9,9 @@ time; the torch script backend is imported there too, on first use (``import ser
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from backends import errors as msgs
 from backends.device import Device
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 SCRIPT_CACHE_CAPACITY = 64
 
 CacheKey = tuple[str, str]
+T = TypeVar("T")
 
 
 def compile_now(source: bytes, device: Device, entry_points: Sequence[str]) -> CompiledScript:
@@ -33,6 +35,33 @@ def compile_now(source: bytes, device: Device, entry_points: Sequence[str]) -> C
     except ImportError as exc:
         raise AIError(msgs.COULD_NOT_LOAD_BACKEND_MSG) from exc
     return script_backend.compile_script(source, device, entry_points)
+
+
+COMPILE_STACK_BYTES = 512 * 1024 * 1024
+
+
+def on_big_stack(fn: Callable[..., T], *args: Any) -> T:
+    """Run ``fn`` on a thread with a large stack (reserved, not committed): TorchScript's parser recurses
+    once per nesting level, and a deeply nested source would otherwise overflow a normal thread's stack and
+    crash the whole server."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = fn(*args)
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    previous = threading.stack_size(COMPILE_STACK_BYTES)
+    try:
+        thread = threading.Thread(target=target, name="script-compile", daemon=True)
+        thread.start()
+    finally:
+        threading.stack_size(previous)
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return cast(T, outcome["value"])
 
 
 class ScriptCache(HandleCache[ScriptMeta, "CompiledScript"]):
@@ -49,4 +78,4 @@ class ScriptCache(HandleCache[ScriptMeta, "CompiledScript"]):
 
     async def compile(self, source: bytes, device: Device, entry_points: Sequence[str]) -> CompiledScript:
         """Compile ``source`` in a worker thread (checking its entry points), without caching it."""
-        return await asyncio.to_thread(compile_now, source, device, tuple(entry_points))
+        return await asyncio.to_thread(on_big_stack, compile_now, source, device, tuple(entry_points))

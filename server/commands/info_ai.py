@@ -79,15 +79,23 @@ def _cpu() -> Fields:
 
 def queue_field_name(device: str) -> str:
     """``CPU`` → ``ai_queue_CPU``, ``GPU:0`` → ``ai_queue_GPU_0`` (a ``:`` would split an INFO line)."""
-    return "ai_queue_" + device.replace(":", "_")
+    return "ai_queue_" + _printable(device).replace(":", "_")
+
+
+def _printable(text: str) -> str:
+    """Device names come from clients (SCRIPTSTORE takes any CPU… spelling): no CR/LF or other control
+    characters may reach an INFO line, or a client could forge INFO fields."""
+    return "".join(ch if ch.isprintable() and ch not in ",=" else "_" for ch in text)
 
 
 def _queues(ai: AIState) -> Fields:
     queues = list(ai.queues.queues.values())
     threads = ai.queues.threads_per_queue
-    fields: Fields = [("ai_devices", ",".join(q.name for q in queues)), ("ai_worker_threads", threads * len(queues))]
+    fields: Fields = [("ai_devices", ",".join(_printable(q.name) for q in queues)),
+                      ("ai_worker_threads", threads * len(queues))]
     for queue in queues:
-        fields.append((queue_field_name(queue.name), f"device={queue.name},length={len(queue)},threads={threads},"
+        fields.append((queue_field_name(queue.name), f"device={_printable(queue.name)},length={len(queue)},"
+                       f"threads={threads},"
                        f"busy_sec={queue.busy_seconds:.6f},executed={queue.executed},"
                        f"batched_requests={queue.batched_requests}"))
     return fields
