@@ -34,6 +34,9 @@ class Metrics:
     def observe_run(self, key: bytes, stats: RunStats | None, result: StepResult) -> None:
         """One model/script op that ran (``result.ok``) or failed (``result.error``)."""
 
+    def forget(self, key: bytes) -> None:
+        """The model or script ``key`` was deleted or re-stored: drop its series (bounded label sets)."""
+
     async def start(self) -> None:
         """Open the HTTP listener (nothing to do when off)."""
 

@@ -57,18 +57,33 @@ class PrometheusMetrics(Metrics):
                                     ["key", "device"], registry=self.registry, buckets=BATCH_SIZE_BUCKETS)
         self.registry.register(StateCollector(ctx))
         self._listeners: list[asyncio.Server] = []
+        self._seen: dict[bytes, set[tuple[str, str, str]]] = {}  # key -> the label sets it has used
         self.port = ctx.config.metrics_port
         ctx.ai.on_run = self.observe_run
 
     def observe_batch(self, key: bytes, size: int, device: str) -> None:
+        self._seen.setdefault(key, set()).add(("batch", device, ""))
         self.batch_size.labels(_label(key), device).observe(size)
 
     def observe_run(self, key: bytes, stats: RunStats | None, result: StepResult) -> None:
         kind, device = (stats.kind, stats.device.upper()) if stats is not None else ("", "")
+        self._seen.setdefault(key, set()).add(("run", device, kind))
         if result.ok:
             self.run_seconds.labels(_label(key), kind, device).observe(result.duration_us / 1_000_000)
         else:
             self.run_failures.labels(_label(key), kind, device).inc()
+
+    def forget(self, key: bytes) -> None:
+        """Drop every series of ``key`` (deleted or re-stored), so label sets stay bounded by live keys."""
+        for family, device, kind in self._seen.pop(key, set()):
+            try:
+                if family == "batch":
+                    self.batch_size.remove(_label(key), device)
+                else:
+                    for metric in (self.run_seconds, self.run_failures):
+                        metric.remove(_label(key), kind, device)
+            except KeyError:
+                pass
 
     def scrape(self) -> bytes:
         return generate_latest(self.registry)

@@ -86,6 +86,7 @@ async def _store(client: ClientConnection, req: ModelStoreRequest) -> Any:
     ai.models.put(draft, loaded)
     ai.queues.queue(draft.device.queue_name)
     ai.stats[req.key] = RunStats(req.key, "MODEL", draft.backend, draft.device.text, draft.tag)
+    client.ctx.metrics.forget(req.key)  # a re-stored model starts with fresh series, as with AI.INFO
     return OK
 
 

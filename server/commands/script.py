@@ -88,6 +88,7 @@ async def _store(client: ClientConnection, req: ScriptStoreRequest) -> Any:
     ai.scripts.put(meta, compiled)
     ai.queues.queue(meta.device.queue_name)
     ai.stats[req.key] = RunStats(req.key, "SCRIPT", "TORCH", meta.device.text, meta.tag)
+    client.ctx.metrics.forget(req.key)
     return OK
 
 

@@ -25,6 +25,7 @@ async def delete_stored(client: ClientConnection, argv: list[bytes], marker: byt
         raise AIError(empty_msg)
     await keyspace.call(b"DEL", argv[1])
     client.ctx.ai.stats.pop(argv[1], None)
+    client.ctx.metrics.forget(argv[1])
     return OK
 
 

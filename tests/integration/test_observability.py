@@ -132,3 +132,26 @@ def test_metrics_off_never_imports_prometheus_client() -> None:
             "assert 'prometheus_client' not in sys.modules and 'torch' not in sys.modules\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+def test_deleted_models_leave_no_series_behind() -> None:
+    import urllib.request
+
+    from server.config import Config
+    from tests import models
+    from tests.support import free_port, running_server
+
+    port = free_port()
+    with running_server(Config(port=0, metrics_port=port)) as server:
+        conn = server.client()
+        conn.execute_command("AI.MODELSTORE", "gone", "TORCH", "CPU", "BLOB", models.torch_add())
+        conn.execute_command("AI.TENSORSET", "a", "FLOAT", 1, "VALUES", 1)
+        conn.execute_command("AI.MODELEXECUTE", "gone", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "b")
+
+        def scrape() -> str:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+                return str(response.read().decode())
+
+        assert 'key="gone"' in scrape()
+        conn.execute_command("AI.MODELDEL", "gone")
+        assert 'key="gone"' not in scrape()
