@@ -245,3 +245,4 @@ SCRIPT_CALL_ON_LOOP_MSG = "ERR a script cannot call the store from the event-loo
 SCRIPT_CALL_LOOP_GONE_MSG = "ERR the server is shutting down"
 SCRIPT_CALL_TIMEOUT_MSG = "ERR timed out waiting for the store"
 TENSOR_STRING_TOO_LARGE_MSG = "ERR STRING tensors are limited to {limit} elements by this server"
+SCRIPT_NON_UTF8_MSG = "ERR script KEYS and ARGS must be UTF-8 text on this server"

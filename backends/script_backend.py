@@ -72,8 +72,12 @@ def _c_string(text: str) -> bytes:
 
 
 def _c_text(raw: bytes) -> str:
-    """KEYS and ARGS reach the script as C strings too."""
-    return raw.split(b"\0", 1)[0].decode(errors="replace")
+    """KEYS and ARGS reach the script as C strings too. TorchScript strings are UTF-8 text: other bytes are
+    refused rather than silently turned into another key name."""
+    try:
+        return raw.split(b"\0", 1)[0].decode()
+    except UnicodeDecodeError:
+        raise AIError(msgs.SCRIPT_NON_UTF8_MSG) from None
 
 
 def _call_error(message: str) -> str:

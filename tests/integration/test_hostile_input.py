@@ -53,3 +53,13 @@ def test_device_names_cannot_forge_info_fields(server: RunningServer) -> None:
     assert "forged_field" not in info and all("\n" not in str(value) for value in info.values())
     conn.execute_command("AI.SCRIPTSTORE", "odd", "CPU:\u00b2", "ENTRY_POINTS", 1, "f", "SOURCE", ENTRY + "tensors[0]\n")
     assert conn.exists("odd") == 1
+
+
+def test_script_keys_must_be_text(client: redis.Redis) -> None:
+    source = ("def f(tensors: List[Tensor], keys: List[str], args: List[str]):\n"
+              "    redis.execute(\"SET\", keys[0], \"v\")\n    return tensors[0]\n")
+    client.execute_command("AI.SCRIPTSTORE", "w", "CPU", "ENTRY_POINTS", 1, "f", "SOURCE", source)
+    client.execute_command("AI.TENSORSET", "x", "FLOAT", 1, "VALUES", 1)
+    with pytest.raises(redis.ResponseError, match="must be UTF-8"):
+        client.execute_command("AI.SCRIPTEXECUTE", "w", "f", "KEYS", 1, b"k\xff", "INPUTS", 1, "x", "OUTPUTS", 1, "y")
+    assert client.keys("k*") == []
