@@ -49,16 +49,8 @@ class ModelOp:
 
     key: bytes
     meta: Any
-    inputs: tuple[bytes, ...]
-    outputs: tuple[bytes, ...]
-
-    @property
-    def input_names(self) -> tuple[bytes, ...]:
-        return self.inputs
-
-    @property
-    def output_names(self) -> tuple[bytes, ...]:
-        return self.outputs
+    input_names: tuple[bytes, ...]
+    output_names: tuple[bytes, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,16 +60,8 @@ class ScriptOp:
     key: bytes
     meta: Any
     request: Any
-    inputs: tuple[bytes, ...]
-    outputs: tuple[bytes, ...]
-
-    @property
-    def input_names(self) -> tuple[bytes, ...]:
-        return self.inputs
-
-    @property
-    def output_names(self) -> tuple[bytes, ...]:
-        return self.outputs
+    input_names: tuple[bytes, ...]
+    output_names: tuple[bytes, ...]
 
 
 DagOp = TensorSetOp | TensorGetOp | ModelOp | ScriptOp

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
@@ -17,7 +18,7 @@ MetaT = TypeVar("MetaT")
 HandleT = TypeVar("HandleT")
 
 
-class HandleCache(Generic[MetaT, HandleT]):
+class HandleCache(ABC, Generic[MetaT, HandleT]):
     """What a model cache and a script cache share; subclasses say how to key and how to build."""
 
     def __init__(self, capacity: int) -> None:
@@ -25,12 +26,13 @@ class HandleCache(Generic[MetaT, HandleT]):
         self._built: OrderedDict[Hashable, HandleT] = OrderedDict()
         self._building: dict[Hashable, asyncio.Task[HandleT]] = {}
 
+    @abstractmethod
     def cache_key(self, meta: MetaT) -> Hashable:
-        raise NotImplementedError
+        """What identifies a built handle: the stored object's digest (and device, backend)."""
 
+    @abstractmethod
     async def build(self, meta: MetaT, payload: bytes) -> HandleT:
         """Build the handle from the stored payload (blob or source), in a thread."""
-        raise NotImplementedError
 
     def lookup(self, meta: MetaT) -> HandleT | None:
         key = self.cache_key(meta)

@@ -50,21 +50,18 @@ class ReplySlot:
         self.frames_left = 0
 
 
-class SessionSink:
+class SessionSink(Protocol):
     """What a store session reports to its client connection (implemented by the connection)."""
 
     def push(self, data: bytes) -> None:
         """An out-of-band frame (pub/sub message, RESP3 push, MONITOR line): write it now."""
-        raise NotImplementedError
 
     def flush(self) -> None:
         """Some slots were filled: write what is ready."""
-        raise NotImplementedError
 
     def store_lost(self) -> None:
         """The session's own store connection dropped: its state (db, MULTI, subscriptions, protocol) is gone,
         so the client connection is closed after its pending replies, as a Redis failover would."""
-        raise NotImplementedError
 
 
 SUBSCRIBE_COMMANDS = frozenset({b"subscribe", b"psubscribe", b"ssubscribe"})
