@@ -1,4 +1,10 @@
-"""Shared benchmark plumbing: start servers side by side on free loopback ports, run redis-benchmark, print."""
+"""Shared benchmark plumbing: start servers side by side on free loopback ports, run redis-benchmark, print.
+
+Every measurement reports requests/s, p50/p99 latency and the **server CPU per request**: the user+system
+time of each server process (all its threads) from /proc/PID/stat over the run, divided by the request
+count. CPU per request is stable where requests/s is noisy on a busy 2-core machine. For our server on the
+embedded store, the store child's CPU is reported apart from ours.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +16,14 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+
+import redis
 
 from tests.support import free_port, redis_server_process, wait_for_port
+
+RUN_TIMEOUT_S = 300.0
+_TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
@@ -35,7 +47,66 @@ def our_server(*args: str) -> Iterator[int]:
         proc.wait(20)
 
 
-def redis_benchmark(port: int, args: Sequence[str], timeout: float = 300.0) -> dict[str, float]:
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A server under test: its port, its process id and (our embedded store) the store child's."""
+
+    name: str
+    port: int
+    pid: int
+    store_pid: int = 0
+
+
+def target(name: str, port: int) -> Target:
+    """Find the process ids through INFO server (process_id; ours adds embedded_store_pid)."""
+    conn = redis.Redis(port=port)
+    info = conn.info("server")
+    conn.close()
+    return Target(name, port, int(info["process_id"]), int(info.get("embedded_store_pid", 0)))
+
+
+def cpu_seconds(pid: int) -> float:
+    """user + system CPU seconds of every thread of ``pid`` so far (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICKS_PER_SECOND  # utime, stime (fields 14, 15 of stat)
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """One redis-benchmark run: throughput, latency and CPU per request of the server (and its store child)."""
+
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    cpu_us: float
+    store_cpu_us: float = 0.0
+
+    def cells(self) -> list[str]:
+        store = f"+{self.store_cpu_us:.0f}" if self.store_cpu_us else ""
+        return [f"{self.rps:,.0f}", f"{self.p50_ms:.3f}", f"{self.p99_ms:.3f}", f"{self.cpu_us:.1f}{store}"]
+
+
+CELL_NAMES = ("req/s", "p50 ms", "p99 ms", "CPU us/req")
+
+
+def measure(where: Target, args: Sequence[str], requests: int, clients: int = 50, stdin: bytes | None = None,
+            pipeline: int = 1) -> Measured:
+    """Run redis-benchmark (``args``: ``-t tests`` or a command; ``stdin``: the last argument, via ``-x``)."""
+    command = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(where.port), "-c", str(clients), "-n", str(requests),
+               "-P", str(pipeline), "--csv", *(["-x"] if stdin is not None else []), *args]
+    before = cpu_seconds(where.pid), cpu_seconds(where.store_pid) if where.store_pid else 0.0
+    out = subprocess.run(command, input=stdin, capture_output=True, timeout=RUN_TIMEOUT_S, check=True).stdout
+    after = cpu_seconds(where.pid), cpu_seconds(where.store_pid) if where.store_pid else 0.0
+    row = list(csv.reader(io.StringIO(out.decode())))[-1]
+    per_request = [(b - a) * 1e6 / requests for a, b in zip(before, after, strict=True)]
+    return Measured(float(row[1]), float(row[4]), float(row[6]), per_request[0], per_request[1])
+
+
+def redis_benchmark(port: int, args: Sequence[str], timeout: float = RUN_TIMEOUT_S) -> dict[str, float]:
     """Run redis-benchmark --csv and return {test name: requests per second}."""
     out = subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "--csv", *args],
                          capture_output=True, text=True, timeout=timeout, check=True).stdout

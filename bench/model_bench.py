@@ -4,7 +4,7 @@ Usage: python -m bench.model_bench [--calls N]
 
 Prints, per backend: the in-process compute time of one batch-1 run (median), the single-client median
 round-trip latency of AI.MODELEXECUTE through our server (redis-py), the server overhead per call
-(latency - compute), and 50-client throughput with redis-benchmark.
+(latency - compute), and for 50 clients (redis-benchmark) requests/s, p50/p99 and server CPU µs per request.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from backends.base import RuntimeOptions
 from backends.device import Device
 from backends.onnx_backend import OnnxBackend
 from backends.torch_backend import TorchBackend
-from bench.common import our_server, print_table, redis_benchmark
+from bench.common import CELL_NAMES, measure, our_server, print_table, target
 from tests import models
 
 
@@ -62,12 +62,12 @@ def run(calls: int) -> None:
             server_latency(conn, key, 50)  # warm-up
             compute = compute_time(backend, blob, calls)
             latency = server_latency(conn, key, calls)
-            throughput = redis_benchmark(port, ["-c", "50", "-n", str(calls * 5), "AI.MODELEXECUTE", key, "INPUTS",
-                                                "1", "x", "OUTPUTS", "1", f"y_{key}"])
-            rps = next(iter(throughput.values()), 0.0)
-            rows.append([backend, f"{compute:.1f}", f"{latency:.1f}", f"{latency - compute:.1f}", f"{rps:,.0f}"])
-    print_table("AI.MODELEXECUTE, 64->128->10 MLP, batch 1 (microseconds; throughput with 50 clients)",
-                ["backend", "compute us", "latency us", "overhead us", "req/s (50 cl)"], rows)
+            loaded = measure(target("ours", port), ["AI.MODELEXECUTE", key, "INPUTS", "1", "x", "OUTPUTS", "1",
+                                                    f"y_{key}"], calls * 5)
+            rows.append([backend, f"{compute:.1f}", f"{latency:.1f}", f"{latency - compute:.1f}", *loaded.cells()])
+    print_table("AI.MODELEXECUTE, 64->128->10 MLP, batch 1 (one client: microseconds; then redis-benchmark, "
+                "50 clients; CPU: ours +the embedded store)",
+                ["backend", "compute us", "latency us", "overhead us", *CELL_NAMES], rows)
 
 
 def main() -> None:

@@ -19,14 +19,16 @@ from server.config import Config
 from server.connection import ClientConnection
 from server.context import ServerContext, Store
 from server.metrics import make_metrics
-from server.store_embedded import EmbeddedStore
-from server.store_redis import RedisStore
+from server.store.embedded import EmbeddedStore
+from server.store.redis import RedisStore
 
 log = logging.getLogger("redisai.server")
 
 
 def make_store(config: Config) -> Store:
-    return RedisStore(config.redis_url) if config.redis_url else EmbeddedStore()
+    if config.redis_url:
+        return RedisStore(config.redis_url)
+    return EmbeddedStore(config.store_bin, config.dir)
 
 
 def _tls_context(config: Config) -> ssl.SSLContext:
@@ -49,9 +51,21 @@ class Server:
         self.ports: list[int] = []
 
     async def start(self) -> None:
-        """Connect the store and open every listener; raises if any of them fails."""
+        """Start or connect the store, then open every listener; raises if any of them fails, leaving nothing
+        running (an embedded store already started is stopped again)."""
         self._stopping = asyncio.Event()
-        await self.ctx.store.start()
+        try:
+            await self.ctx.store.start()
+            await self._listen()
+        except BaseException:
+            for listener in self._listeners:
+                listener.close()
+            await self.ctx.store.close()
+            raise
+        log.info("ready to accept connections on %s (store: %s)",
+                 ", ".join(str(p) for p in self.ports) or self.config.unixsocket, self.ctx.store.describe())
+
+    async def _listen(self) -> None:
         loop = asyncio.get_running_loop()
         factory = lambda: ClientConnection(self.ctx)  # noqa: E731
         tls = _tls_context(self.config) if self.config.tls_enabled else None
@@ -72,8 +86,6 @@ class Server:
                       if isinstance(s.getsockname(), tuple)]
         self.ctx.tcp_port = self.ports[0] if self.ports else 0
         await self.ctx.metrics.start()
-        log.info("ready to accept connections on %s (store: %s)",
-                 ", ".join(str(p) for p in self.ports) or self.config.unixsocket, self.ctx.store.describe())
 
     def stop(self) -> None:
         """Ask for a graceful shutdown; a second call skips the drain."""

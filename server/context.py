@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from server.config import Config
-from server.keyspace import Keyspace, StoreLink
 from server.metrics import Metrics
 from server.resp import Limits
 from server.slots import ReplySlot, SessionSink
+from server.store.keyspace import Keyspace, StoreLink
 
 if TYPE_CHECKING:
     from server.ai import AIState

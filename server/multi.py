@@ -2,9 +2,9 @@
 
 The store cannot queue our commands, so each one is replaced by something it can queue:
 
-* AI.TENSORSET → ``SET key <encoded tensor>`` (RedisAI queues it too; its EXEC element is ``+OK``). Its
-  argument errors are known at once and answered at EXEC, like RedisAI's. The WRONGTYPE check of the key is
-  not made inside a transaction.
+* AI.TENSORSET → ``EVAL <set_tensors> 1 key <encoded tensor>``, the store-side check-and-write of
+  server/store/atomic.py (RedisAI queues it too; its EXEC element is ``+OK``, or WRONGTYPE when, at EXEC, the
+  key holds something else). Its argument errors are known at once and answered at EXEC, like RedisAI's.
 * execution commands (MODELEXECUTE, SCRIPTEXECUTE, DAG*, and their deprecated forms) → RedisAI's
   ``ERR Cannot run RedisAI command within a transaction or a LUA script`` at EXEC;
 * every other AI command → ``ERR <command> cannot be queued in MULTI by this server`` at EXEC.
@@ -27,6 +27,7 @@ from backends.tensor_args import build_tensor, parse_tensorset
 from server.commands.spec import RelayThen
 from server.resp_framer import join_aggregate, split_aggregate
 from server.resp_reply import encode
+from server.store.atomic import SET_TENSORS
 
 EXECUTION_COMMANDS = frozenset({"AI.MODELEXECUTE", "AI.MODELRUN", "AI.SCRIPTEXECUTE", "AI.SCRIPTRUN",
                                 "AI.DAGEXECUTE", "AI.DAGEXECUTE_RO", "AI.DAGRUN", "AI.DAGRUN_RO"})
@@ -51,7 +52,8 @@ class MultiSubstitutions:
                 if len(argv) < 4:
                     raise wrong_arity(argv[0].decode(errors="replace"))
                 request = parse_tensorset(argv)
-                return RelayThen(_unchanged, [b"SET", argv[1], encode_tensor(build_tensor(request))])
+                tensor = encode_tensor(build_tensor(request))
+                return RelayThen(_unchanged, [b"EVAL", SET_TENSORS.source, b"1", argv[1], b"0", tensor])
             except AIError as exc:
                 return self._answer_at_exec(encode(exc, proto))
         if name in EXECUTION_COMMANDS:

@@ -1,7 +1,7 @@
 """LoopScriptHost: how a script running on a worker thread reaches the store and the models.
 
 ``redis.execute(...)`` and ``redisAI.model_execute(...)`` run inside a script, on a device worker thread. The
-event loop owns the store (fakeredis is not thread-safe, and the keyspace's pipelined link is the loop's), so
+event loop owns the store (the keyspace's pipelined link belongs to the loop and is not thread-safe), so
 every request is handed to the loop with ``asyncio.run_coroutine_threadsafe`` and the worker waits for the
 reply. That cannot deadlock: the loop never waits for a worker (``execute_run`` awaits a future). The wait is
 still bounded, a closed loop is a clear error, and a call made on the loop thread itself is refused.
@@ -22,7 +22,7 @@ from backends.errors import AIError
 from backends.objects import MODEL_META_FIELDS, decode_model_meta
 from server.ai import ModelCache
 from server.commands.model import fetch_blob
-from server.keyspace import Keyspace
+from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
     from server.context import ServerContext

@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -37,6 +38,45 @@ def wait_for_port(port: int, timeout: float = 10.0) -> None:
         except OSError:
             time.sleep(0.02)
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+@contextmanager
+def server_process(*args: str, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """``python -m server ARGS`` as a real process (killed by its pid if it is still running at the end)."""
+    proc = subprocess.Popen([sys.executable, "-m", "server", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env={**os.environ, **(env or {})})
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def child_pids(parent: int) -> list[int]:
+    """Running (not zombie) processes whose parent is ``parent``, from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _proc_stat(int(entry))
+            if fields and fields[1] == str(parent) and fields[0] != "Z":
+                found.append(int(entry))
+    return found
+
+
+def process_running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie (a dead child nobody has reaped yet)."""
+    fields = _proc_stat(pid)
+    return bool(fields) and fields[0] != "Z"
+
+
+def _proc_stat(pid: int) -> list[str]:
+    """/proc/PID/stat after the command name: state, ppid, ... ([] when there is no such process)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return []
 
 
 @contextmanager
@@ -131,6 +171,22 @@ class RawClient:
             if not chunk:
                 break
             data += chunk
+        return data
+
+    def read_until(self, marker: bytes, timeout: float = 10.0) -> bytes:
+        """Read until ``marker`` appears (or ``timeout`` passes, or the peer closed); return what came."""
+        data = b""
+        deadline = time.monotonic() + timeout
+        while marker not in data and (left := deadline - time.monotonic()) > 0:
+            self.sock.settimeout(left)
+            try:
+                chunk = self.sock.recv(65536)
+            except TimeoutError:
+                break
+            if not chunk:
+                break
+            data += chunk
+        self.sock.settimeout(10)
         return data
 
     def call(self, data: bytes, expected: bytes) -> bytes:

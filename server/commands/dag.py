@@ -27,9 +27,9 @@ from server.commands.dag_ops import objects_named, parse_ops
 from server.commands.model import batch_spec, check_output_types, decode_input, fetch_blob, output_type_checks
 from server.commands.script import fetch_source, script_work
 from server.execution import execute_run
-from server.keyspace import Keyspace
 from server.metrics import Metrics
 from server.resp_reply import OK, Status
+from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
     from server.connection import ClientConnection
@@ -161,14 +161,14 @@ def _op_element(op: DagOp, index: int, run: RunInfo, resolved: ResolvedDag, step
 
 
 async def _persist(keyspace: Keyspace, resolved: ResolvedDag, run: RunInfo, checks: list[Any]) -> AIError | None:
-    """Write every PERSIST tensor in one MULTI/EXEC; a key holding a non-tensor is the extra error element."""
+    """Write every PERSIST tensor in one atomic, checked step; a key holding a non-tensor is the extra error element."""
     try:
         check_output_types(checks)
     except AIError as exc:
         return exc
-    writes = [(b"SET", name, encode_tensor(run.slots[slot])) for name, slot in resolved.persist]
+    names = [name for name, _slot in resolved.persist]
     try:
-        await keyspace.write_atomic(writes)
+        await keyspace.set_tensors(names, [encode_tensor(run.slots[slot]) for _name, slot in resolved.persist])
     except AIError as exc:
         return exc
     return None

@@ -14,9 +14,9 @@ from backends.objects import MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
 from backends.tensor import HEADER_SIZE, looks_like_tensor
 from server.commands.spec import RELAY
 from server.context import DATABASES, REDIS_COMPAT_VERSION, VERSION
-from server.keyspace import status_text
 from server.resp import parse_strict_int
 from server.resp_reply import OK, Status
+from server.store.keyspace import status_text
 
 if TYPE_CHECKING:
     from server.connection import ClientConnection

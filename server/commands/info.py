@@ -18,8 +18,8 @@ from backends import errors as msgs
 from backends.errors import AIError, wrong_arity
 from backends.objects import MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
 from server.ai import RunStats
-from server.keyspace import Keyspace
 from server.resp_reply import OK
+from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
     from server.connection import ClientConnection

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import platform
+import resource
 import sys
 import time
 from types import MappingProxyType
@@ -40,8 +42,17 @@ def _server_section(client: ClientConnection) -> list[tuple[str, object]]:
         ("uptime_in_seconds", uptime),
         ("uptime_in_days", uptime // 86400),
         ("backing_store", ctx.store.describe()),
+        *_embedded_store_fields(ctx.store),
         ("threads_per_queue", ctx.config.threads_per_queue),
     ]
+
+
+def _embedded_store_fields(store: object) -> list[tuple[str, object]]:
+    """The embedded store's process id and binary version (operators and benchmarks watch its CPU and memory)."""
+    process = getattr(store, "process", None)
+    if process is None:
+        return []
+    return [("embedded_store_pid", process.pid), ("embedded_store_version", process.version or "unknown")]
 
 
 def _clients_section(client: ClientConnection) -> list[tuple[str, object]]:
@@ -90,10 +101,41 @@ async def cmd_info(client: ClientConnection, argv: list[bytes]) -> Any:
         store_text = await client.ctx.store.info(store_sections)
         if "commandstats" in wanted:
             store_text = merge_commandstats(store_text, commandstats_lines(client.ctx))
+        if "memory" in wanted:
+            store_text = add_to_section(store_text, "Memory", process_memory_lines())
         if store_text.strip():
             parts.append(store_text.strip("\r\n") + "\r\n")
     body = "\r\n".join(p.rstrip("\r\n") + "\r\n" for p in parts if p).encode()
     return Verbatim(body) if client.state.proto == 3 else body
+
+
+def process_memory_lines() -> list[str]:
+    """This server process's own memory, beside the store's figures (which describe the store process only)."""
+    rss = _current_rss()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+    return [f"server_process_rss:{rss}", f"server_process_rss_human:{rss / 1048576:.2f}M",
+            f"server_process_peak_rss:{peak}", f"server_process_peak_rss_human:{peak / 1048576:.2f}M"]
+
+
+def _current_rss() -> int:
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def add_to_section(text: str, title: str, lines: list[str]) -> str:
+    """``lines`` appended to the ``# title`` section of an INFO text (a new section when the store sent none)."""
+    extra = "".join(f"{line}\r\n" for line in lines)
+    header = f"# {title}\r\n"
+    start = text.find(header)
+    if start < 0:
+        return text.rstrip("\r\n") + ("\r\n\r\n" if text.strip() else "") + header + extra
+    end = text.find("\r\n\r\n", start)
+    if end < 0:
+        return text.rstrip("\r\n") + "\r\n" + extra
+    return text[: end + 2] + extra + text[end + 2 :]
 
 
 def cmd_command(client: ClientConnection, argv: list[bytes]) -> Any:

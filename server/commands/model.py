@@ -15,12 +15,10 @@ from typing import TYPE_CHECKING, Any
 from backends import errors as msgs
 from backends.errors import AIError
 from backends.objects import (
-    MARKER_FIELD,
     MODEL_MARKER,
     MODEL_META_FIELDS,
     ModelMeta,
     blob_digest,
-    check_marker,
     decode_model_meta,
     model_hash_fields,
 )
@@ -44,9 +42,10 @@ from server.commands.model_args import (
 )
 from server.commands.stored import delete_stored, scan_stored
 from server.execution import execute_run
-from server.keyspace import Keyspace
 from server.metrics import Metrics
 from server.resp_reply import OK, Status
+from server.store.atomic import STORE_OBJECT
+from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
     from server.connection import ClientConnection
@@ -80,19 +79,12 @@ async def _store(client: ClientConnection, req: ModelStoreRequest) -> Any:
     if req.backend != "TF":  # TORCH/ONNX name their inputs and outputs themselves
         draft = ModelMeta(req.backend, req.device, req.tag, req.batchsize, req.minbatchsize, req.minbatchtimeout,
                           tuple(loaded.input_names), tuple(loaded.output_names), digest)
-    keyspace = client.keyspace()
-    await _check_key_is_model_or_free(keyspace, req.key)
-    await keyspace.write_atomic([(b"DEL", req.key), (b"HSET", req.key, *model_hash_fields(draft, req.blob))])
+    await client.keyspace().run_script(STORE_OBJECT, [req.key], [MODEL_MARKER, *model_hash_fields(draft, req.blob)])
     ai.models.put(draft, loaded)
     ai.queues.queue(draft.device.queue_name)
     ai.stats[req.key] = RunStats(req.key, "MODEL", draft.backend, draft.device.text, draft.tag)
     client.ctx.metrics.forget(req.key)  # a re-stored model starts with fresh series, as with AI.INFO
     return OK
-
-
-async def _check_key_is_model_or_free(keyspace: Keyspace, key: bytes) -> None:
-    exists, marker = await keyspace.pipeline([(b"EXISTS", key), (b"HGET", key, MARKER_FIELD)])
-    check_marker(marker, MODEL_MARKER, exists)
 
 
 # --- reading and deleting -----------------------------------------------------------------------------------------
@@ -245,8 +237,9 @@ def one_op_run(meta: ModelMeta, work: ModelWork, inputs: list[Tensor], n_outputs
 
 
 async def write_outputs(keyspace: Keyspace, keys: tuple[bytes, ...], tensors: list[Any]) -> None:
-    """Write every output tensor in one MULTI/EXEC (an overwrite also drops any TTL, as RedisAI's does)."""
-    await keyspace.write_atomic([(b"SET", key, encode_tensor(t)) for key, t in zip(keys, tensors, strict=True)])
+    """Write every output tensor in one atomic step that checks each key again (an overwrite also drops any
+    TTL, as RedisAI's does); WRONGTYPE and nothing written if a key was turned into something else meanwhile."""
+    await keyspace.set_tensors(keys, [encode_tensor(t) for t in tensors])
 
 
 def _record_stats(client: ClientConnection, key: bytes, run: RunInfo, n_inputs: int) -> None:

@@ -19,12 +19,10 @@ from typing import TYPE_CHECKING, Any
 from backends import errors as msgs
 from backends.errors import AIError
 from backends.objects import (
-    MARKER_FIELD,
     SCRIPT_MARKER,
     SCRIPT_META_FIELDS,
     ScriptMeta,
     blob_digest,
-    check_marker,
     decode_script_meta,
     script_hash_fields,
 )
@@ -46,9 +44,10 @@ from server.commands.script_args import (
 )
 from server.commands.stored import delete_stored, scan_stored
 from server.execution import execute_run
-from server.keyspace import Keyspace
 from server.resp_reply import OK, Status
 from server.script_host import LoopScriptHost
+from server.store.atomic import STORE_OBJECT
+from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
     from backends.script_backend import CompiledScript
@@ -81,10 +80,8 @@ async def _store(client: ClientConnection, req: ScriptStoreRequest) -> Any:
     ai = client.ctx.ai
     meta = ScriptMeta(req.device, req.tag, req.entry_points, blob_digest(req.source))
     compiled = await ai.scripts.compile(req.source, req.device, req.entry_points)
-    keyspace = client.keyspace()
-    exists, marker = await keyspace.pipeline([(b"EXISTS", req.key), (b"HGET", req.key, MARKER_FIELD)])
-    check_marker(marker, SCRIPT_MARKER, exists)
-    await keyspace.write_atomic([(b"DEL", req.key), (b"HSET", req.key, *script_hash_fields(meta, req.source))])
+    await client.keyspace().run_script(STORE_OBJECT, [req.key],
+                                       [SCRIPT_MARKER, *script_hash_fields(meta, req.source)])
     ai.scripts.put(meta, compiled)
     ai.queues.queue(meta.device.queue_name)
     ai.stats[req.key] = RunStats(req.key, "SCRIPT", "TORCH", meta.device.text, meta.tag)

@@ -6,8 +6,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from backends.errors import AIError, wrong_arity
-from backends.objects import MARKER_FIELD, check_marker
 from server.resp_reply import OK
+from server.store.atomic import DELETE_OBJECT
 
 if TYPE_CHECKING:
     from server.connection import ClientConnection
@@ -19,11 +19,8 @@ async def delete_stored(client: ClientConnection, argv: list[bytes], marker: byt
     """AI.MODELDEL / AI.SCRIPTDEL key: DEL restricted to the right kind of object; its stats go too."""
     if len(argv) != 2:
         raise wrong_arity(argv[0].decode(errors="replace"))
-    keyspace = client.keyspace()
-    exists, found = await keyspace.pipeline([(b"EXISTS", argv[1]), (b"HGET", argv[1], MARKER_FIELD)])
-    if not check_marker(found, marker, exists):
+    if not await client.keyspace().run_script(DELETE_OBJECT, [argv[1]], [marker]):  # checked and deleted at once
         raise AIError(empty_msg)
-    await keyspace.call(b"DEL", argv[1])
     client.ctx.ai.stats.pop(argv[1], None)
     client.ctx.metrics.forget(argv[1])
     return OK

@@ -4,8 +4,9 @@ Both check the key before the arguments, as RedisAI does: a key holding anything
 even when the rest of the command is malformed. Parsing and replies are the pure helpers of
 backends/tensor_args.py (the DAG engine uses the same ones); this module adds the store round trips:
 
-* AI.TENSORSET: one pipelined round trip checks the key (EXISTS + the first header bytes), one SET writes the
-  encoded tensor (which, like RedisAI's overwrite, drops any TTL).
+* AI.TENSORSET: one round trip: a store-side script checks the key (missing or a tensor) and SETs the encoded
+  tensor in one atomic step (the SET, like RedisAI's overwrite, drops any TTL). A malformed command only reads
+  the key's first bytes, to answer WRONGTYPE before the argument error.
 * AI.TENSORGET: one GET, decoded without copying. ``META`` alone reads only the header and the length
   (GETRANGE + STRLEN), so asking for the shape of a 100 MB tensor does not move 100 MB.
 """
@@ -34,8 +35,8 @@ from backends.tensor_args import (
     tensorget_format,
     tensorget_reply,
 )
-from server.keyspace import Keyspace
 from server.resp_reply import OK
+from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
     from server.connection import ClientConnection
@@ -53,10 +54,10 @@ async def cmd_tensorset(client: ClientConnection, argv: list[bytes]) -> Any:
         raise wrong_arity(argv[0].decode(errors="replace"))
     tensor = _tensor_or_error(argv)
     keyspace = client.keyspace()
-    await _check_tensor_or_missing(keyspace, argv[1])
     if isinstance(tensor, AIError):
+        await _check_tensor_or_missing(keyspace, argv[1])
         raise tensor
-    await keyspace.call(b"SET", argv[1], encode_tensor(tensor))
+    await keyspace.set_tensors([argv[1]], [encode_tensor(tensor)], empty_is_free=False)  # checked and written at once
     return OK
 
 

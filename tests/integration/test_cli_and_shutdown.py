@@ -9,25 +9,11 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 import redis
 
-from tests.support import free_port, wait_for_port
-
-
-@contextmanager
-def server_process(*args: str, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen([sys.executable, "-m", "server", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env={**os.environ, **(env or {})})
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+from tests.support import free_port, server_process, wait_for_port
 
 
 def test_help_lists_the_options() -> None:

@@ -14,7 +14,7 @@ import redis
 
 from backends.errors import AIError
 from server.config import Config
-from server.store_redis import RedisStore
+from server.store.redis import RedisStore
 from tests.support import free_port, redis_server_process, running_server
 
 

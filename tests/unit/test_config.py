@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from server.config import Config, ConfigError, load_config
-from server.store_upstream import parse_store_url
+from server.store.upstream import parse_store_url
 
 
 def test_defaults() -> None:

@@ -17,7 +17,8 @@ import hiredis
 from backends import errors as msgs
 from backends.errors import AIError
 from server.slots import PUBSUB_COMMANDS, SUBSCRIBE_COMMANDS, LinksByDatabase, ReplySlot, SessionSink
-from server.store_upstream import (
+from server.store.keyspace import load_scripts
+from server.store.upstream import (
     FrameReader,
     StoreAddress,
     UpstreamProtocol,
@@ -230,7 +231,11 @@ class RedisStore:
 
     async def start(self) -> None:
         """Fail fast at start when the store cannot be reached or refuses our login."""
-        await self.link(self.address.db).pipeline([[b"PING"]])
+        link = self.link(self.address.db)
+        (pong,) = await link.pipeline([[b"PING"]])
+        if isinstance(pong, AIError):  # e.g. NOAUTH from a store whose password the URL lacks
+            raise pong
+        await load_scripts(link)
 
     def open_session(self, sink: SessionSink) -> RedisSession:
         return RedisSession(self.address, sink)

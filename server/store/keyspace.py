@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from backends.errors import AIError
+from server.store.atomic import SCRIPTS, SET_TENSORS, StoreScript
 
 Arg = bytes | str | int | float | memoryview
 
@@ -62,6 +63,23 @@ class Keyspace:
         """GET each key in one round trip: bytes, None when missing, or the WRONGTYPE error value."""
         return await self.pipeline([(b"GET", key) for key in keys])
 
+    async def run_script(self, script: StoreScript, keys: Sequence[Arg], args: Sequence[Arg] = ()) -> Any:
+        """Run one of server/store/atomic.py's scripts (EVALSHA; EVAL when the store lost it); an error reply
+        (WRONGTYPE …) is raised with its exact text."""
+        tail = [len(keys), *keys, *args]
+        (reply,) = await self._link.pipeline([to_argv([b"EVALSHA", script.sha, *tail])])
+        if isinstance(reply, AIError) and reply.message.startswith("NOSCRIPT"):
+            (reply,) = await self._link.pipeline([to_argv([b"EVAL", script.source, *tail])])
+        if isinstance(reply, AIError):
+            raise reply
+        return reply
+
+    async def set_tensors(self, keys: Sequence[bytes], values: Sequence[Arg], empty_is_free: bool = True) -> None:
+        """SET every tensor in one atomic step, or none with WRONGTYPE when a key holds something else (an empty
+        string counts as free for run outputs, as in RedisAI; AI.TENSORSET passes ``empty_is_free=False``)."""
+        if keys:
+            await self.run_script(SET_TENSORS, keys, [b"1" if empty_is_free else b"0", *values])
+
     async def write_atomic(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
         """Run ``commands`` as one MULTI/EXEC transaction in one round trip; return EXEC's replies."""
         if not commands:
@@ -81,9 +99,12 @@ class Keyspace:
         return list(result)
 
 
+async def load_scripts(link: StoreLink) -> None:
+    """SCRIPT LOAD every check-and-write script, so the first EVALSHA finds it (a refusal is not fatal:
+    run_script falls back to EVAL)."""
+    await link.pipeline([[b"SCRIPT", b"LOAD", script.source] for script in SCRIPTS])
+
+
 def status_text(reply: Any) -> str:
-    """A simple-string reply as text, whichever store sent it (hiredis gives bytes, fakeredis a Status)."""
-    text = getattr(reply, "text", None)
-    if isinstance(text, str):
-        return text
+    """A simple-string reply (hiredis gives bytes) as text."""
     return reply.decode(errors="replace") if isinstance(reply, bytes) else str(reply)

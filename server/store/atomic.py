@@ -1,0 +1,89 @@
+"""Check-and-write in one server-side step: Lua scripts run by the store, so no other client's write can slip
+between the key-type check and the write.
+
+Usage: ``await keyspace.run_script(SET_TENSORS, keys, values)``; ``STORE_OBJECT`` / ``DELETE_OBJECT`` for models
+and scripts. Every store loads them at start (SCRIPT LOAD); ``Keyspace.run_script`` sends EVALSHA and falls
+back to EVAL (which loads it again) on NOSCRIPT, e.g. after the store restarted or SCRIPT FLUSH.
+
+Why Lua and not MULTI/EXEC: a transaction cannot branch on what it reads, so the check had to be a separate
+round trip before it, and two clients (or two servers) racing on one key could both pass the check and
+both write: a model overwritten by a tensor, or the reverse. A script is atomic with its check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from backends import errors as msgs
+from backends.objects import MARKER_FIELD
+from backends.tensor import DTYPES_BY_CODE, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_DIMS
+
+
+@dataclass(frozen=True, slots=True)
+class StoreScript:
+    """A Lua script and its SHA1 (EVALSHA's name for it)."""
+
+    name: str
+    source: bytes
+    sha: bytes = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sha", hashlib.sha1(self.source).hexdigest().encode())
+
+
+def _lua_bytes(data: bytes) -> str:
+    """A Lua string literal of raw bytes (decimal escapes: the tensor magic is not UTF-8)."""
+    return '"' + "".join(f"\\{b}" for b in data) + '"'
+
+
+_WRONGTYPE = f"redis.error_reply('{msgs.WRONGTYPE_MSG}')"
+
+# Same rule as backends.tensor.looks_like_tensor: missing, empty, or a string that starts with our header.
+_TENSOR_OR_FREE = f"""
+local codes = {{{", ".join(f"[{code}]=true" for code in sorted(DTYPES_BY_CODE))}}}
+local function tensor_or_free(key, empty_is_free)
+  local kind = redis.call('TYPE', key)['ok']
+  if kind == 'none' then return true end
+  if kind ~= 'string' then return false end
+  local head = redis.call('GETRANGE', key, 0, {HEADER_SIZE - 1})
+  if #head == 0 then return empty_is_free end
+  if #head < {HEADER_SIZE} or string.sub(head, 1, 5) ~= {_lua_bytes(MAGIC + bytes([FORMAT_VERSION]))} then
+    return false
+  end
+  return codes[string.byte(head, 6)] == true and string.byte(head, 7) + 256 * string.byte(head, 8) <= {MAX_DIMS}
+end
+"""
+
+SET_TENSORS = StoreScript("set_tensors", (_TENSOR_OR_FREE + f"""
+local empty_is_free = ARGV[1] == '1'
+for _, key in ipairs(KEYS) do
+  if not tensor_or_free(key, empty_is_free) then return {_WRONGTYPE} end
+end
+for i, key in ipairs(KEYS) do redis.call('SET', key, ARGV[i + 1]) end
+return redis.status_reply('OK')
+""").encode())
+"""KEYS: tensor keys; ARGV[1]: '1' when a key holding an empty string may be replaced (outputs of a run, as
+RedisAI's), '0' when that is WRONGTYPE (AI.TENSORSET); ARGV[2..]: the encoded tensors. WRONGTYPE (and nothing
+written) if any key holds something else than a tensor; every SET drops a TTL, as RedisAI's overwrite does."""
+
+_OBJECT_OR_FREE = f"""
+local kind = redis.call('TYPE', KEYS[1])['ok']
+local ours = kind == 'hash' and redis.call('HGET', KEYS[1], '{MARKER_FIELD.decode()}') == ARGV[1]
+if kind ~= 'none' and not ours then return {_WRONGTYPE} end
+"""
+
+STORE_OBJECT = StoreScript("store_object", (_OBJECT_OR_FREE + """
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+return redis.status_reply('OK')
+""").encode())
+"""KEYS[1]: the model or script key; ARGV[1]: its marker (model / script); ARGV[2..]: the hash's fields and
+values. WRONGTYPE unless the key is missing or holds the same kind of object, which is then replaced whole."""
+
+DELETE_OBJECT = StoreScript("delete_object", (_OBJECT_OR_FREE + """
+return redis.call('DEL', KEYS[1])
+""").encode())
+"""KEYS[1], ARGV[1] as STORE_OBJECT: 1 when deleted, 0 when missing, WRONGTYPE when it holds anything else."""
+
+SCRIPTS = (SET_TENSORS, STORE_OBJECT, DELETE_OBJECT)
