@@ -1,6 +1,8 @@
 # redisai-server: a RedisAI-compatible inference server (CPU torch + onnxruntime), non-root.
 #   docker build -t redisai-server .
 #   docker compose up            (see docker-compose.yml: a Redis with AOF and this server in front of it)
+#   docker run -p 127.0.0.1:6379:6379 -v redisai-data:/data redisai-server --dir /data
+#                                (alone: the embedded valkey-server child, its AOF/RDB in the /data volume)
 FROM python:3.11-slim
 
 # A CPU-only torch wheel keeps the image small; point pip at a CPU wheel index with
@@ -11,7 +13,8 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
 RUN apt-get update \
     && apt-get install -y --no-install-recommends redis-tools \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --create-home --uid 10001 redisai
+    && useradd --create-home --uid 10001 redisai \
+    && mkdir /data && chown redisai /data
 
 WORKDIR /app
 COPY pyproject.toml README.md ./
@@ -22,6 +25,7 @@ COPY backends ./backends
 RUN pip install "torch==2.13.0" && pip install ".[torch,onnx,uvloop,metrics]"
 
 USER redisai
+VOLUME /data
 EXPOSE 6379
 # Settings come from the environment (REDISAI_<OPTION>), see docs/configuration.md.
 ENV REDISAI_BIND=0.0.0.0 REDISAI_PORT=6379

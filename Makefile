@@ -1,5 +1,6 @@
 # Two commands set everything up on a fresh machine:
-#   make run   - create .venv, install everything, start the server on 127.0.0.1:6379 (embedded store)
+#   make run   - create .venv, install everything, start the server on 127.0.0.1:6379 (embedded store;
+#                ARGS="--dir ./data" to keep its data on disk)
 #   make test  - create .venv, install everything, run the whole test suite
 PYTHON ?= python3
 VENV := .venv
@@ -20,7 +21,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: venv
-	$(BIN)/redisai-server --bind 127.0.0.1 --port 6379
+	$(BIN)/redisai-server --bind 127.0.0.1 --port 6379 $(ARGS)
 
 test: venv
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
@@ -35,6 +36,7 @@ bench: venv
 	$(BIN)/python -m bench.model_bench
 	$(BIN)/python -m bench.dag_bench
 	$(BIN)/python -m bench.batching_bench
+	$(BIN)/python -m bench.startup
 
 clean:
 	rm -rf $(VENV) .clients .pytest_cache .mypy_cache .ruff_cache

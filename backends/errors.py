@@ -65,6 +65,7 @@ INVALID_COMMAND_GETKEYS_MSG = "ERR Invalid command specified"
 NO_KEYS_MSG = "ERR The command has no key arguments"
 INVALID_ARGS_GETKEYS_MSG = "ERR Invalid arguments specified for command"
 SHUTTING_DOWN_MSG = "ERR Server is shutting down"
+NO_SHUTDOWN_IN_PROGRESS_MSG = "ERR No shutdown in progress."
 UPSTREAM_DOWN_MSG = "ERR backing store unavailable: {detail}"
 INTERNAL_MSG = "ERR internal error: {detail}"
 PUBSUB_CONTEXT_FMT = (

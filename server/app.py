@@ -45,6 +45,7 @@ class Server:
         self.ctx = ServerContext(config=config, store=make_store(config), commands=COMMAND_TABLE,
                                  ai=AIState.from_config(config))
         self.ctx.metrics = make_metrics(self.ctx)
+        self.ctx.request_shutdown = self.stop
         self._listeners: list[asyncio.Server] = []
         self._stopping: asyncio.Event | None = None
         self._forced = False

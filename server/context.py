@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -91,6 +91,7 @@ class ServerContext:
     pid: int = field(default_factory=os.getpid)
     shutting_down: bool = False
     tcp_port: int = 0
+    request_shutdown: Callable[[], None] = field(default=lambda: None)  # Server.stop, set when it is built
     _client_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _keyspaces: dict[int, Keyspace] = field(default_factory=dict)
 

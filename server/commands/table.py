@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from server.commands import config, dag, generic, info, introspection, model, script, tensor
+from server.commands import config, dag, generic, info, introspection, lifecycle, model, script, tensor
 from server.commands.spec import CommandSpec
 
 _CONNECTION = "connection"
@@ -44,6 +44,9 @@ COMMAND_TABLE: Mapping[str, CommandSpec] = MappingProxyType({
         CommandSpec("INFO", introspection.cmd_info, -1, ("loading", "stale"), 0, 0, 0, _SERVER,
                     "Information and statistics about the server and its store.", "INFO [section ...]",
                     waits=True),
+        CommandSpec("SHUTDOWN", lifecycle.cmd_shutdown, -1, ("admin", "noscript", "loading", "stale"), 0, 0, 0,
+                    _SERVER, "Stops this server gracefully (and the embedded store with it).",
+                    "SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]"),
         CommandSpec("COMMAND", introspection.cmd_command, -1, ("loading", "stale"), 0, 0, 0, _SERVER,
                     "Details about commands: ours and the store's.",
                     "COMMAND [COUNT | INFO name ... | DOCS [name ...] | GETKEYS cmd args ... | LIST]"),

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 
-from server.store.process import StoreProcess, StoreStartError, find_store_binary
+from server.store.process import StoreProcess, find_store_binary
 from server.store.redis import RedisStore
 from server.store.upstream import StoreAddress
 
@@ -55,7 +55,7 @@ class EmbeddedStore(RedisStore):
             while not self._closed:
                 try:
                     await self.process.start()
-                except StoreStartError as exc:
+                except OSError as exc:  # StoreStartError, or the private directory could not be made
                     log.error("embedded store did not start again: %s", exc)
                     await asyncio.sleep(RESTART_DELAYS_S[min(attempt, len(RESTART_DELAYS_S) - 1)])
                     attempt += 1

@@ -363,3 +363,23 @@ def test_nothing_listens_on_tcp_for_the_store_even_to_raw_connects(embedded: Run
 def test_raw_protocol_through_the_embedded_store(embedded: RunningServer) -> None:
     raw: RawClient = embedded.raw()
     assert raw.call(b"SET x 1\r\nGET x\r\n", b"+OK\r\n$1\r\n1\r\n") == b"+OK\r\n$1\r\n1\r\n"
+
+
+def test_shutdown_stops_our_server_and_its_store_not_just_the_store(tmp_path: Path) -> None:
+    port = free_port()
+    with server_process("--port", str(port), "--dir", str(tmp_path)) as proc:
+        wait_for_port(port)
+        conn = redis.Redis(port=port)
+        conn.execute_command("AI.TENSORSET", "kept", "FLOAT", 2, "BLOB", BLOB)
+        store = _store_child(proc.pid)
+        with pytest.raises(redis.ResponseError, match="^syntax error$"):
+            conn.execute_command("SHUTDOWN", "SAVE", "NOSAVE")
+        with pytest.raises(redis.ResponseError, match="^No shutdown in progress.$"):
+            conn.execute_command("SHUTDOWN", "ABORT")
+        assert conn.execute_command("SHUTDOWN") is True  # redis-py reads +OK as True for SHUTDOWN
+        assert proc.wait(30) == 0
+        assert not process_running(store)
+    port = free_port()
+    with server_process("--port", str(port), "--dir", str(tmp_path)):
+        wait_for_port(port)
+        assert redis.Redis(port=port).execute_command("AI.TENSORGET", "kept", "BLOB") == BLOB

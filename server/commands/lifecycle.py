@@ -1,0 +1,34 @@
+"""SHUTDOWN: stops this server, as redis-server's SHUTDOWN stops redis-server.
+
+    SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]
+
+It is ours, not relayed: relayed, it would stop the embedded store under us (which we would then start
+again, empty without ``--dir``) or a Redis shared with other servers. The server shuts down gracefully
+(in-flight commands finish within ``--shutdown-timeout``); the embedded store is stopped with it and, with
+``--dir``, keeps its data (its AOF is always on there, whatever SAVE/NOSAVE say).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from backends import errors as msgs
+from backends.errors import AIError
+from server.resp_reply import OK
+
+if TYPE_CHECKING:
+    from server.connection import ClientConnection
+
+_FLAGS = frozenset({b"NOSAVE", b"SAVE", b"NOW", b"FORCE", b"ABORT"})
+
+
+def cmd_shutdown(client: ClientConnection, argv: list[bytes]) -> Any:
+    """SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]: +OK, then the connection closes and the server stops."""
+    flags = {arg.upper() for arg in argv[1:]}
+    if not flags <= _FLAGS or {b"NOSAVE", b"SAVE"} <= flags:
+        raise AIError(msgs.SYNTAX_MSG)
+    if b"ABORT" in flags:
+        raise AIError(msgs.NO_SHUTDOWN_IN_PROGRESS_MSG)
+    client.close_after_reply()
+    client.ctx.request_shutdown()
+    return OK
