@@ -372,9 +372,9 @@ def test_shutdown_stops_our_server_and_its_store_not_just_the_store(tmp_path: Pa
         conn = redis.Redis(port=port)
         conn.execute_command("AI.TENSORSET", "kept", "FLOAT", 2, "BLOB", BLOB)
         store = _store_child(proc.pid)
-        with pytest.raises(redis.ResponseError, match="^syntax error$"):
+        with pytest.raises(redis.ResponseError, match=r"^syntax error$"):
             conn.execute_command("SHUTDOWN", "SAVE", "NOSAVE")
-        with pytest.raises(redis.ResponseError, match="^No shutdown in progress.$"):
+        with pytest.raises(redis.ResponseError, match=r"^No shutdown in progress\.$"):
             conn.execute_command("SHUTDOWN", "ABORT")
         assert conn.execute_command("SHUTDOWN") is True  # redis-py reads +OK as True for SHUTDOWN
         assert proc.wait(30) == 0
