@@ -18,7 +18,7 @@ from backends.device import Device
 class RuntimeOptions:
     """Settings a backend honours when it loads a model (RedisAI's AI.CONFIG values)."""
 
-    intra_op_threads: int = 0  # 0 = the runtime's default
+    intra_op_threads: int = 1  # per worker thread; 1 unless the user asks for more (docs/configuration.md)
     inter_op_threads: int = 0
     execution_timeout_ms: int = 0  # ONNX MODEL_EXECUTION_TIMEOUT; 0 = none
 

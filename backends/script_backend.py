@@ -35,6 +35,7 @@ from backends.base import LoadedModel
 from backends.device import Device
 from backends.errors import AIError
 from backends.tensor import Tensor
+from backends.torch_threads import use_intra_op_threads
 
 
 class ScriptHost(Protocol):
@@ -214,7 +215,8 @@ def _refuse_file_access(unit: Any) -> None:
             raise AIError(f"ERR script uses operations this server does not allow: {', '.join(bad)}")
 
 
-def compile_script(source: bytes, device: Device, entry_points: Sequence[str]) -> CompiledScript:
+def compile_script(source: bytes, device: Device, entry_points: Sequence[str],
+                   intra_op_threads: int = 1) -> CompiledScript:
     """Compile ``source`` for ``device`` and check its entry points (AI.SCRIPTSTORE steps 9-10).
 
     Errors carry TorchScript's own text on one line, without ``ERR``, as RedisAI answers them.
@@ -228,7 +230,7 @@ def compile_script(source: bytes, device: Device, entry_points: Sequence[str]) -
     target = _torch_device(device)
     for name in entry_points:
         _check_entry_point(unit, name)
-    return CompiledScript(unit, target)
+    return CompiledScript(unit, target, intra_op_threads)
 
 
 # --- running ------------------------------------------------------------------------------------------------------
@@ -270,9 +272,10 @@ def _flatten(result: Any, name: str, n_outputs: int) -> list[torch.Tensor]:
 class CompiledScript:
     """A compiled script for one device. Its functions may run on several worker threads at once."""
 
-    def __init__(self, unit: Any, device: torch.device) -> None:
+    def __init__(self, unit: Any, device: torch.device, intra_op_threads: int = 1) -> None:
         self._unit = unit
         self.device = device
+        self._intra_op_threads = intra_op_threads
 
     def has_function(self, name: str) -> bool:
         return self._unit.find_function(name) is not None
@@ -290,6 +293,7 @@ class CompiledScript:
         compiled = self._unit.find_function(function)
         if compiled is None:
             raise AIError(msgs.FUNCTION_MISSING_FMT.format(fn=function))
+        use_intra_op_threads(self._intra_op_threads)  # on this worker thread (backends/torch_threads.py)
         tensors = [self._to_device(tensor) for tensor in inputs]
         if entry_point:
             call_args: list[Any] = [tensors, [_c_text(raw) for raw in keys], [_c_text(raw) for raw in args]]

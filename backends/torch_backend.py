@@ -16,6 +16,7 @@ from backends import errors as msgs
 from backends.base import RuntimeOptions
 from backends.device import Device
 from backends.errors import AIError
+from backends.torch_threads import use_intra_op_threads
 
 _THREADS_LOCK = threading.Lock()
 
@@ -49,9 +50,10 @@ def _output_count(module: torch.jit.ScriptModule) -> int:
 class TorchModel:
     """A loaded TorchScript module on one device."""
 
-    def __init__(self, module: torch.jit.ScriptModule, device: torch.device) -> None:
+    def __init__(self, module: torch.jit.ScriptModule, device: torch.device, intra_op_threads: int = 1) -> None:
         self._module = module
         self._device = device
+        self._intra_op_threads = intra_op_threads
         arguments = cast(Any, module.forward).schema.arguments
         self._inputs = [arg.name for arg in arguments[1:]]  # without self
         self._outputs = [""] * _output_count(module)  # RedisAI: one empty name per returned tensor
@@ -65,6 +67,7 @@ class TorchModel:
         return self._outputs
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        use_intra_op_threads(self._intra_op_threads)  # on this worker thread (backends/torch_threads.py)
         tensors = [torch.from_numpy(_writable(a)).to(self._device) for a in inputs]
         try:
             with torch.inference_mode():
@@ -100,14 +103,14 @@ class TorchBackend:
         except Exception as exc:
             raise AIError(f"ERR {_one_line(exc)}") from exc
         module.eval()
-        return TorchModel(module, target)
+        return TorchModel(module, target, options.intra_op_threads)
 
     @staticmethod
     def _apply_threads(options: RuntimeOptions) -> None:
-        """torch's thread pools are process-wide: INTRA_OP/INTER_OP_PARALLELISM apply to every model."""
+        """INTER_OP_PARALLELISM sizes torch's one process-wide inter-op pool; INTRA_OP_PARALLELISM is per thread,
+        applied by each run on its own worker thread (and here, for the loading thread's own work)."""
+        use_intra_op_threads(options.intra_op_threads)
         with _THREADS_LOCK:
-            if options.intra_op_threads > 0 and torch.get_num_threads() != options.intra_op_threads:
-                torch.set_num_threads(options.intra_op_threads)
             if options.inter_op_threads > 0 and torch.get_num_interop_threads() != options.inter_op_threads:
                 try:
                     torch.set_num_interop_threads(options.inter_op_threads)

@@ -30,7 +30,8 @@ class AISettings:
     backend_memory_limit: int = 0
 
     def runtime_options(self) -> RuntimeOptions:
-        return RuntimeOptions(self.intra_op_threads, self.inter_op_threads, self.execution_timeout_ms)
+        """INTRA_OP_PARALLELISM 0 (the default) means one thread inside each op, per worker thread."""
+        return RuntimeOptions(self.intra_op_threads or 1, self.inter_op_threads, self.execution_timeout_ms)
 
 
 @dataclass(slots=True)
@@ -81,13 +82,14 @@ class AIState:
     backends: BackendRegistry = field(default_factory=BackendRegistry)
     stats: dict[bytes, RunStats] = field(default_factory=dict)
     models: ModelCache = field(init=False)
-    scripts: ScriptCache = field(default_factory=ScriptCache)  # compiled scripts (server/script_cache.py)
+    scripts: ScriptCache = field(init=False)  # compiled scripts (server/script_cache.py)
     runs: int = 0  # model/script ops that ran since start (INFO ai); RESETSTAT leaves these alone
     run_errors: int = 0
     on_run: Callable[[bytes, RunStats | None, StepResult], None] | None = None  # metrics hook (server/metrics.py)
 
     def __post_init__(self) -> None:
         self.models = ModelCache(self.backends, self.settings)
+        self.scripts = ScriptCache(intra_op_threads=self.settings.runtime_options().intra_op_threads)
 
     def record(self, key: bytes, result: StepResult, samples: int) -> None:
         """AI.INFO bookkeeping after a run (REDISAI-REFERENCE §2.14): a success adds its duration, samples

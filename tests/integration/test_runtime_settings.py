@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import ssl
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import onnxruntime as ort
@@ -17,6 +19,7 @@ from backends.base import RuntimeOptions
 from backends.device import Device
 from backends.onnx_backend import OnnxBackend
 from backends.torch_backend import TorchBackend
+from backends.torch_threads import use_intra_op_threads
 from server.config import Config
 from tests import models
 from tests.support import running_server
@@ -65,3 +68,45 @@ def test_tls_listener(tmp_path: Path) -> None:
         plain = redis.Redis(port=server.port, socket_timeout=2)
         with pytest.raises(redis.ConnectionError):
             plain.ping()
+
+
+THREADS_SCRIPT = """
+def threads(tensors: List[Tensor], keys: List[str], args: List[str]):
+    return torch.ops.probe.threads(tensors[0])
+"""
+
+
+@pytest.fixture(scope="module")
+def thread_probe() -> Iterator[None]:
+    """An operator, callable from TorchScript, that answers the calling thread's own intra-op thread count."""
+    library = torch.library.Library("probe", "DEF")
+    library.define("threads(Tensor x) -> Tensor")
+    library.impl("threads", lambda x: torch.tensor([torch.get_num_threads()]), "CPU")
+    yield
+    library._destroy()
+
+
+@pytest.mark.parametrize(("configured", "expected"), [(0, 1), (2, 2)])
+def test_intra_op_threads_are_set_on_the_worker_thread_itself(configured: int, expected: int,
+                                                              thread_probe: None) -> None:
+    """torch's setting is per OS thread: what the worker thread sees is what counts (0 = one per worker)."""
+    with running_server(Config(port=0, intra_op_parallelism=configured)) as server:
+        conn = server.client()
+        conn.execute_command("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", 1, "threads", "SOURCE", THREADS_SCRIPT)
+        conn.execute_command("AI.TENSORSET", "x", "FLOAT", 1, "VALUES", 1)
+        assert conn.execute_command("AI.SCRIPTEXECUTE", "s", "threads", "INPUTS", 1, "x", "OUTPUTS", 1, "n") == b"OK"
+        assert conn.execute_command("AI.TENSORGET", "n", "VALUES") == [expected]
+
+
+def test_a_thread_keeps_its_own_intra_op_setting() -> None:
+    """Why the setting is made on each worker: a new thread does not inherit another thread's count."""
+    seen: list[int] = []
+
+    def worker() -> None:
+        use_intra_op_threads(1)
+        seen.append(torch.get_num_threads())
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert seen == [1]
