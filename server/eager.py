@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Generator
 from typing import Any
 
 
@@ -26,7 +26,7 @@ class Suspended:
         while True:
             try:
                 await _until_done(pending)
-            except asyncio.CancelledError:
+            except asyncio.CancelledError:  # our Task was cancelled (or what it waited on was)
                 if isinstance(pending, asyncio.Future):
                     pending.cancel()  # what Task.cancel() does to the future its coroutine waits on
                 try:
@@ -34,19 +34,38 @@ class Suspended:
                 except StopIteration as stop:
                     return stop.value
                 continue
+            except Exception:  # the failed future's error reaches the coroutine below, from its result()
+                pass
             try:
                 pending = coro.send(None)
             except StopIteration as stop:
                 return stop.value
 
 
-async def _until_done(pending: Any) -> None:
+class _UntilDone:
+    """Wait for a future the way a Task waits for what its coroutine awaits, without taking its result:
+    ``yield`` it to our Task (which wakes us when it is done, and cancels it if the Task is cancelled).
+    Cheaper than ``asyncio.wait([future])``, which builds a set, a waiter future and callbacks each time."""
+
+    __slots__ = ("_pending",)
+
+    def __init__(self, pending: Any) -> None:
+        self._pending = pending
+
+    def __await__(self) -> Generator[Any, None, None]:
+        pending = self._pending
+        if isinstance(pending, asyncio.Future):
+            if not pending.done():
+                pending._asyncio_future_blocking = True
+                yield pending
+        else:  # a bare ``yield`` (asyncio.sleep(0)): give the loop one turn
+            yield None
+
+
+def _until_done(pending: Any) -> _UntilDone:
     if isinstance(pending, asyncio.Future):
         pending._asyncio_future_blocking = False
-        if not pending.done():
-            await asyncio.wait([pending])
-    else:  # a bare ``yield`` (asyncio.sleep(0)): give the loop one turn
-        await asyncio.sleep(0)
+    return _UntilDone(pending)
 
 
 def step_once(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from dataclasses import dataclass, field
 from typing import Any
 
 import hiredis
@@ -169,15 +170,28 @@ def _is_message(frame: bytes) -> bool:
     return frame.startswith((b"*3\r\n$7\r\nmessage\r\n", b"*4\r\n$8\r\npmessage\r\n", b"*3\r\n$8\r\nsmessage\r\n"))
 
 
+@dataclass(slots=True, eq=False)
+class _Batch:
+    """One ``pipeline`` call in flight: its future, and the replies that came back so far."""
+
+    future: asyncio.Future[list[Any]]
+    expected: int
+    replies: list[Any] = field(default_factory=list)
+
+
 class RedisLink:
-    """The keyspace's pipelined connection to one database: many requests in flight, replies in order."""
+    """The keyspace's pipelined connection to one database: many requests in flight, replies in order.
+
+    One future per ``pipeline`` call (not one per command and a gather), and the commands of every call made
+    in one loop iteration leave in one write: many clients' reads and writes share a syscall."""
 
     def __init__(self, address: StoreAddress, db: int) -> None:
         self._address = address
         self._db = db
-        self._pending: deque[asyncio.Future[Any]] = deque()
+        self._pending: deque[_Batch] = deque()
         self._upstream: UpstreamProtocol | None = None
         self._lock = asyncio.Lock()
+        self._outbox: list[bytes] = []
 
     async def _ensure(self) -> UpstreamProtocol:
         if self._upstream is not None:
@@ -190,29 +204,46 @@ class RedisLink:
         return self._upstream
 
     async def pipeline(self, commands: list[list[bytes]]) -> list[Any]:
-        try:
-            upstream = await self._ensure()
-        except (OSError, ConnectionError) as exc:
-            raise AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc)) from exc
+        if not commands:
+            return []
+        if self._upstream is None:
+            try:
+                await self._ensure()
+            except (OSError, ConnectionError) as exc:
+                raise AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc)) from exc
         loop = asyncio.get_running_loop()
-        futures = [loop.create_future() for _ in commands]
-        self._pending.extend(futures)
-        upstream.write(b"".join(pack_command(argv) for argv in commands))
-        return list(await asyncio.gather(*futures))
+        batch = _Batch(loop.create_future(), len(commands))
+        self._pending.append(batch)
+        if not self._outbox:
+            loop.call_soon(self._flush)
+        self._outbox.extend(pack_command(argv) for argv in commands)
+        return await batch.future
+
+    def _flush(self) -> None:
+        """Everything queued in this loop iteration, in one write (to the connection alive now: batches
+        queued before a loss were failed by ``_on_lost``, and their commands dropped with the outbox)."""
+        data, self._outbox = b"".join(self._outbox), []
+        if data and self._upstream is not None:
+            self._upstream.write(data)
 
     def _on_reply(self, reply: Any) -> None:
-        if self._pending:
-            future = self._pending.popleft()
-            if not future.done():
-                future.set_result(reply)
+        if not self._pending:
+            return
+        batch = self._pending[0]
+        batch.replies.append(reply)
+        if len(batch.replies) == batch.expected:
+            self._pending.popleft()
+            if not batch.future.done():
+                batch.future.set_result(batch.replies)
 
     def _on_lost(self, exc: Exception | None) -> None:
         self._upstream = None
+        self._outbox = []
         error = AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc or "connection closed"))
         while self._pending:
-            future = self._pending.popleft()
-            if not future.done():
-                future.set_exception(error)
+            batch = self._pending.popleft()
+            if not batch.future.done():
+                batch.future.set_exception(error)
 
     def close(self) -> None:
         if self._upstream is not None:
