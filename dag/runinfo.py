@@ -65,6 +65,7 @@ class StepResult:
     ok: bool = False
     error: AIError | None = None
     duration_us: int = 0
+    cpu_us: int = 0  # CPU time of the op on the thread that ran it (dag/inline.py's cost estimate)
 
 
 @dataclass(slots=True, eq=False)

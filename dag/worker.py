@@ -13,7 +13,7 @@ import time
 from backends.batching import concat_inputs, split_outputs
 from backends.errors import AIError
 from dag.queues import DeviceQueue
-from dag.runinfo import DeviceTicket, RunInfo
+from dag.runinfo import DeviceTicket, RunInfo, Step
 
 log = logging.getLogger("redisai.worker")
 
@@ -102,18 +102,7 @@ class Worker:
         if step.work is None:
             run.record_success(step, (), 0)
             return
-        inputs = [run.slots[i] for i in step.inputs]
-        started = time.perf_counter()
-        try:
-            outputs = step.work(inputs)
-        except AIError as exc:
-            run.record_failure(step, exc, _micros_since(started))
-        except Exception as exc:
-            log.exception("op %d on %s raised", step.index, self.queue.name)
-            run.record_failure(step, AIError(f"ERR {type(exc).__name__}: {exc}"), _micros_since(started))
-        else:
-            run.record_success(step, outputs, _micros_since(started))
-        self._count(time.perf_counter() - started)
+        self._count(execute_step(run, step, self.queue.name))
 
     def _wake_other_devices(self, run: RunInfo) -> None:
         """A step's outputs may be what tickets elsewhere wait for (on other devices, or on this one when
@@ -126,6 +115,27 @@ class Worker:
         run = ticket.run
         if run.release() and run.on_done is not None:
             run.on_done(run)
+
+
+def execute_step(run: RunInfo, step: Step, device: str) -> float:
+    """Run ``step`` (which has work) on the calling thread and record how it ended; the seconds it took.
+
+    Also records the op's CPU time on this thread, which dag/inline.py uses to tell a small op from a big one
+    (wall time on a worker includes waiting for the GIL)."""
+    inputs = [run.slots[i] for i in step.inputs]
+    started, cpu_started = time.perf_counter(), time.thread_time_ns()
+    assert step.work is not None
+    try:
+        outputs = step.work(inputs)
+    except AIError as exc:
+        run.record_failure(step, exc, _micros_since(started))
+    except Exception as exc:
+        log.exception("op %d on %s raised", step.index, device)
+        run.record_failure(step, AIError(f"ERR {type(exc).__name__}: {exc}"), _micros_since(started))
+    else:
+        run.record_success(step, outputs, _micros_since(started))
+    run.results[step.index].cpu_us = (time.thread_time_ns() - cpu_started) // 1000
+    return time.perf_counter() - started
 
 
 def _micros_since(started: float) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import sys
 from collections.abc import Sequence
@@ -13,6 +14,20 @@ from server.config import ConfigError, load_config
 
 _LEVELS = {"debug": logging.DEBUG, "verbose": logging.INFO, "info": logging.INFO, "notice": logging.INFO,
            "warning": logging.WARNING, "error": logging.ERROR}
+
+
+GC_YOUNG_THRESHOLD = 20_000
+
+
+def tune_garbage_collector() -> None:
+    """Collect young objects every 20k net allocations instead of 700: a request allocates a few hundred
+    short-lived containers, and at CPython's default the cyclic collector ran every few requests (~7% of
+    the server's CPU under load, py-spy). What start-up left (modules, the command table) is frozen out of
+    every later collection. Reference counting still frees almost everything at once; only cycles wait."""
+    gc.collect()
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -29,6 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         loop_factory = uvloop.new_event_loop
     except ImportError:
         logging.getLogger("redisai.server").info("uvloop not installed; using the asyncio event loop")
+    tune_garbage_collector()
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             runner.run(Server(config).serve())

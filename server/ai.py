@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from backends.base import LoadedModel, RuntimeOptions
 from backends.objects import ModelMeta
 from backends.registry import BackendRegistry, default_backends_path
+from dag.inline import InlinePolicy
 from dag.queues import QueueManager
 from dag.runinfo import StepResult
 from server.config import Config
@@ -79,6 +80,7 @@ class AIState:
 
     settings: AISettings
     queues: QueueManager
+    inline: InlinePolicy = field(default_factory=lambda: InlinePolicy(0))  # small ops on the loop thread
     backends: BackendRegistry = field(default_factory=BackendRegistry)
     stats: dict[bytes, RunStats] = field(default_factory=dict)
     models: ModelCache = field(init=False)
@@ -120,4 +122,5 @@ class AIState:
         settings = AISettings(config.model_chunk_size, config.intra_op_parallelism, config.inter_op_parallelism,
                               config.model_execution_timeout, config.backends_path or default_backends_path(),
                               config.backend_memory_limit)
-        return cls(settings, QueueManager(config.threads_per_queue))
+        inline = InlinePolicy(config.inline_op_us if settings.runtime_options().intra_op_threads == 1 else 0)
+        return cls(settings, QueueManager(config.threads_per_queue), inline)

@@ -98,6 +98,9 @@ OPTIONS: tuple[Option, ...] = (
            "Threads inside one op (RedisAI INTRA_OP_PARALLELISM); 0 = the runtime's default."),
     Option("inter-op-parallelism", _non_negative_int, 0,
            "Threads running independent ops of one model (INTER_OP_PARALLELISM); 0 = the runtime's default."),
+    Option("inline-op-us", _non_negative_int, 200,
+           "Model ops seen to cost at most this many microseconds of CPU run on the event-loop thread when their "
+           "device is idle, skipping the hand-off to a worker (dag/inline.py); 0 = always use the workers."),
     Option("model-execution-timeout", _non_negative_int, 0,
            "Milliseconds an ONNX run may take before it is stopped (MODEL_EXECUTION_TIMEOUT); 0 = no limit."),
     Option("model-chunk-size", _positive_int, 511 * 1024 * 1024,
@@ -129,6 +132,7 @@ class Config:
     shutdown_timeout: float = 10.0
     intra_op_parallelism: int = 0
     inter_op_parallelism: int = 0
+    inline_op_us: int = 200
     model_execution_timeout: int = 0
     model_chunk_size: int = 511 * 1024 * 1024
     backends_path: str = ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
+from dag.inline import InlinePolicy
 from dag.queues import QueueManager
 from dag.runinfo import RunInfo
 
@@ -18,8 +19,21 @@ def _resolve(future: asyncio.Future[RunInfo], run: RunInfo) -> None:
         future.set_result(run)
 
 
-async def execute_run(queues: QueueManager, run: RunInfo) -> RunInfo:
-    """Queue ``run`` on its devices and wait until every device has finished with it."""
+async def execute_run(queues: QueueManager, run: RunInfo, inline: InlinePolicy | None = None) -> RunInfo:
+    """Queue ``run`` on its devices and wait until every device has finished with it — or, for a small op
+    that ``inline`` says is cheaper to run than to hand over (dag/inline.py), run it here and now."""
+    if inline is not None and len(run.steps) == 1:
+        queue = queues.queue(run.steps[0].device)
+        if inline.eligible(run, queue):
+            inline.run_here(run, queue)
+            return run
+    finished = await _on_workers(queues, run)
+    if inline is not None:
+        inline.observe(finished)
+    return finished
+
+
+async def _on_workers(queues: QueueManager, run: RunInfo) -> RunInfo:
     loop = asyncio.get_running_loop()
     future: asyncio.Future[RunInfo] = loop.create_future()
 

@@ -66,7 +66,7 @@ async def run_dag(client: ClientConnection, argv: list[bytes], kind: DagKind) ->
     works = await _works(client.ctx, keyspace, ops)
     run, step_of_op = build_run(ops, resolved, loaded, works, header.timeout_ms, client.ctx.metrics)
     if run.steps:
-        await execute_run(ai.queues, run)
+        await execute_run(ai.queues, run, ai.inline)
     _record_stats(ai, ops, run, step_of_op)
     if run.timed_out:
         return Status(msgs.TIMEDOUT_STATUS)

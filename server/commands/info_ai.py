@@ -52,6 +52,7 @@ def _load_time_configs(ai: AIState) -> Fields:
         ("ai_inter_op_parallelism", settings.inter_op_threads),
         ("ai_intra_op_parallelism", settings.intra_op_threads),
         ("ai_model_execution_timeout", settings.execution_timeout_ms),
+        ("ai_inline_op_us", ai.inline.max_us),
         ("ai_backend_memory_limit", settings.backend_memory_limit),
         ("ai_model_chunk_size", settings.model_chunk_size),
         ("ai_backendspath", _one_line(settings.backends_path)),
@@ -108,6 +109,7 @@ def _runs(ai: AIState) -> Fields:
         ("ai_scripts", sum(1 for r in records if r.kind == "SCRIPT")),
         ("ai_runs", ai.runs),
         ("ai_run_errors", ai.run_errors),
+        ("ai_inline_runs", ai.inline.inline_runs),
     ]
 
 

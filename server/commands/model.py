@@ -169,7 +169,7 @@ async def _execute(client: ClientConnection, argv: list[bytes], parse: ParseExec
     model = await ai.models.get(meta, lambda: fetch_blob(keyspace, req.key))
     run = one_op_run(meta, ModelWork(model, len(meta.outputs)), inputs, len(req.outputs), req.timeout_ms,
                      batch_spec(meta, req.key, client.ctx.metrics))
-    await execute_run(ai.queues, run)
+    await execute_run(ai.queues, run, ai.inline)
     _record_stats(client, req.key, run, len(inputs))
     if run.timed_out:
         return Status(msgs.TIMEDOUT_STATUS)

@@ -189,7 +189,7 @@ async def _execute(client: ClientConnection, argv: list[bytes], parse: ParseExec
     meta, req, inputs = await _prefetch(keyspace, argv, parse)
     compiled = await ai.scripts.get(meta, lambda: fetch_source(keyspace, req.key))
     run = _one_op_run(meta, script_work(client.ctx, meta, compiled, req), inputs, len(req.outputs), req.timeout_ms)
-    await execute_run(ai.queues, run)
+    await execute_run(ai.queues, run, ai.inline)
     ai.record(req.key, run.results[0], 0)  # RedisAI counts no samples for scripts (AI.INFO shows -1)
     if run.timed_out:
         return Status(msgs.TIMEDOUT_STATUS)

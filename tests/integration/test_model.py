@@ -226,3 +226,20 @@ def _check_parallel(server: RunningServer) -> None:
     single = min(timed_single() for _ in range(3))
     both = min(timed_both() for _ in range(3))
     assert both < 1.6 * single, f"two devices took {both:.3f}s, one run {single:.3f}s"
+
+
+@pytest.mark.parametrize("inline_op_us", [200, 0])
+def test_small_models_run_inline_with_the_same_results(inline_op_us: int) -> None:
+    """A cheap model's runs after its first stay on the loop thread (dag/inline.py); replies, outputs and
+    AI.INFO are the same either way."""
+    with running_server(Config(port=0, inline_op_us=inline_op_us)) as server:
+        conn = server.client()
+        conn.execute_command("AI.MODELSTORE", "add", "TORCH", "CPU", "BLOB", models.torch_add())
+        conn.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "VALUES", 1, 2)
+        for _ in range(20):
+            assert conn.execute_command("AI.MODELEXECUTE", "add", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c") == b"OK"
+            assert [float(v) for v in conn.execute_command("AI.TENSORGET", "c", "VALUES")] == [2.0, 4.0]
+        info = dict(zip(*[iter(conn.execute_command("AI.INFO", "add"))] * 2, strict=True))
+        assert info[b"calls"] == 20 and info[b"errors"] == 0
+        inline_runs = conn.info("ai")["ai_inline_runs"]
+        assert (inline_runs > 0) if inline_op_us else (inline_runs == 0)
