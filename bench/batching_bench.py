@@ -14,7 +14,7 @@ import argparse
 import numpy as np
 import redis
 
-from bench.common import our_server, print_table, redis_benchmark
+from bench.common import CELL_NAMES, measure, our_server, print_table, target
 from tests import models
 
 VARIANTS: dict[str, tuple[object, ...]] = {
@@ -36,13 +36,12 @@ def run(requests: int) -> None:
             key = f"mlp{index}"
             conn.execute_command("AI.MODELSTORE", key, "TORCH", "CPU", *options, "BLOB", blob)
             conn.execute_command("AI.MODELEXECUTE", key, "INPUTS", 1, "x", "OUTPUTS", 1, f"y{index}")
-            result = redis_benchmark(port, ["-c", "32", "-n", str(requests), "AI.MODELEXECUTE", key, "INPUTS",
-                                            "1", "x", "OUTPUTS", "1", f"y{index}"])
-            rps = next(iter(result.values()), 0.0)
-            base = base or rps
-            rows.append([name, f"{rps:,.0f}", f"{rps / base:.2f}x"])
-    print_table("AI.MODELEXECUTE, 32 clients, 1024->2048->2048->10 MLP, batch 1 requests",
-                ["model stored with", "req/s", "gain"], rows)
+            result = measure(target("ours", port), ["AI.MODELEXECUTE", key, "INPUTS", "1", "x", "OUTPUTS", "1",
+                                                    f"y{index}"], requests, clients=32)
+            base = base or result.rps
+            rows.append([name, *result.cells(), f"{result.rps / base:.2f}x"])
+    print_table("AI.MODELEXECUTE, 32 clients, 1024->2048->2048->10 MLP, batch 1 requests (CPU: ours +store)",
+                ["model stored with", *CELL_NAMES, "gain"], rows)
 
 
 def main() -> None:

@@ -6,6 +6,8 @@ Usage: python -m bench.dag_bench [--calls N]
    CPU:0 and CPU:1, against the same DAG with both models on CPU: median wall time and the speedup.
 2. TENSORSET → MODELEXECUTE (64→128→10 MLP) → TENSORGET as three commands (three round trips) against one
    AI.DAGEXECUTE doing the same: median latency of each and the ratio.
+3. 50 clients (redis-benchmark) of a DAG that LOADs the input, runs the MLP and TENSORGETs the output:
+   requests/s, p50/p99 and server CPU µs per request.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 import redis
 
-from bench.common import our_server, print_table
+from bench.common import CELL_NAMES, measure, our_server, print_table, target
 from tests import models
 
 
@@ -69,6 +71,14 @@ def round_trips(conn: redis.Redis, calls: int) -> list[list[str]]:
             ["one AI.DAGEXECUTE", f"{dag:.3f}", f"{three / dag:.2f}x"]]
 
 
+def loaded_dag(port: int, requests: int) -> list[list[str]]:
+    """50 clients of a 3-op DAG: LOAD the input, run the MLP, TENSORGET the output (stored by round_trips)."""
+    result = measure(target("ours", port), ["AI.DAGEXECUTE", "LOAD", "1", "in", "|>", "AI.MODELEXECUTE", "mlp",
+                                            "INPUTS", "1", "in", "OUTPUTS", "1", "out", "|>", "AI.TENSORGET", "out",
+                                            "BLOB"], requests)
+    return [["LOAD + MODELEXECUTE + TENSORGET", *result.cells()]]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=500, help="calls for the round-trip comparison")
@@ -77,6 +87,8 @@ def main() -> None:
         conn = redis.Redis(port=port)
         print_table("Two slow branches (median ms)", ["DAG", "ms", "speedup"], two_devices(conn, 15))
         print_table("Round trips (median ms per sequence)", ["work", "ms", "speedup"], round_trips(conn, calls))
+        print_table("A 3-op DAG, 50 clients (redis-benchmark; CPU: ours +store)", ["DAG", *CELL_NAMES],
+                    loaded_dag(port, calls * 20))
 
 
 if __name__ == "__main__":

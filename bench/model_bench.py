@@ -53,7 +53,7 @@ def run(calls: int) -> None:
     blobs = {"TORCH": models.torch_mlp(), "ONNX": models.onnx_mlp()}
     x = np.random.default_rng(0).standard_normal((1, 64), dtype=np.float32)
     rows = []
-    with our_server("--intra-op-parallelism", "1") as port:
+    with our_server() as port:
         conn = redis.Redis(port=port)
         conn.execute_command("AI.TENSORSET", "x", "FLOAT", 1, 64, "BLOB", x.tobytes())
         for backend, blob in blobs.items():
@@ -65,6 +65,10 @@ def run(calls: int) -> None:
             loaded = measure(target("ours", port), ["AI.MODELEXECUTE", key, "INPUTS", "1", "x", "OUTPUTS", "1",
                                                     f"y_{key}"], calls * 5)
             rows.append([backend, f"{compute:.1f}", f"{latency:.1f}", f"{latency - compute:.1f}", *loaded.cells()])
+        conn.execute_command("AI.MODELSTORE", "mlp_b32", "TORCH", "CPU", "BATCHSIZE", 32, "BLOB", blobs["TORCH"])
+        batched = measure(target("ours", port), ["AI.MODELEXECUTE", "mlp_b32", "INPUTS", "1", "x", "OUTPUTS", "1",
+                                                 "y_b32"], calls * 5)
+        rows.append(["TORCH BATCHSIZE 32", "", "", "", *batched.cells()])
     print_table("AI.MODELEXECUTE, 64->128->10 MLP, batch 1 (one client: microseconds; then redis-benchmark, "
                 "50 clients; CPU: ours +the embedded store)",
                 ["backend", "compute us", "latency us", "overhead us", *CELL_NAMES], rows)
