@@ -4,11 +4,21 @@ Replies: server/resp_reply.py (values and the encoder); the store's replies: ser
 
 Nothing here knows about sockets or asyncio (house rule 1). The parser follows Redis's own
 ``processMultibulkBuffer``/``processInlineBuffer``: the same limits, the same ``Protocol error`` texts.
+
+Fast path: complete multibulk frames in a buffer of at most ``HIREDIS_MAX_BUFFER`` bytes are parsed by
+hiredis (C), several per call. hiredis is as strict as Redis about the numbers in a frame (no leading zeros,
+signs or spaces), so a frame it accepts is exactly the canonical encoding of what it returned, and its length
+follows from the arguments. Whatever it does not turn into a list of bulk strings — an inline command, a
+malformed or over-limit frame, a frame still arriving, an unauthenticated client — is left, from the start
+of that frame, to the Python parser below, which gives Redis's exact error or keeps the partial frame.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
+
+import hiredis
 
 from backends import errors as msgs
 from backends.errors import ProtocolError
@@ -20,6 +30,7 @@ QUERY_BUFFER_LIMIT = 1024 * 1024 * 1024  # client-query-buffer-limit default
 _COMPACT_AT = 256 * 1024
 UNAUTHENTICATED_MAX_MULTIBULK = 10  # Redis 7: before AUTH, requests stay small
 UNAUTHENTICATED_MAX_BULK = 16384
+HIREDIS_MAX_BUFFER = 64 * 1024  # larger buffers hold big values: the Python parser copies them once, hiredis twice
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +71,7 @@ class RequestParser:
     _pos: int = 0
     _pending: int = -1  # arguments still expected by the multibulk being parsed; -1 = none in progress
     _args: list[bytes] = field(default_factory=list)
+    _ready: deque[list[bytes]] = field(default_factory=deque)  # parsed by the fast path, not yet returned
 
     def feed(self, data: bytes) -> None:
         self._buf += data
@@ -70,6 +82,11 @@ class RequestParser:
         return len(self._buf) - self._pos
 
     def next_command(self) -> list[bytes] | None:
+        if self._ready or (self._pending < 0 and self.authenticated and self._fast_parse()):
+            return self._ready.popleft()
+        return self._next_slow()
+
+    def _next_slow(self) -> list[bytes] | None:
         while True:
             if self._pending < 0:
                 if self._pos >= len(self._buf):
@@ -94,6 +111,26 @@ class RequestParser:
             if len(self._buf) - self._pos == 0 or self._pos > _COMPACT_AT:
                 self._compact()
             return argv
+
+    def _fast_parse(self) -> bool:
+        """Parse the complete multibulk frames at the head of the buffer with hiredis (see the module
+        docstring); False when it took none, leaving the buffer to the Python parser."""
+        buf, pos = self._buf, self._pos
+        if pos >= len(buf) or buf[pos] != 0x2A or len(buf) - pos > HIREDIS_MAX_BUFFER:
+            return False
+        reader = hiredis.Reader()
+        reader.feed(buf, pos)  # type: ignore[arg-type]  # any buffer works; the stubs say bytes
+        ready = self._ready
+        try:
+            while isinstance(frame := reader.gets(), list) and frame and _all_bulks(frame):
+                ready.append(frame)
+                pos += _frame_length(frame)
+        except hiredis.ProtocolError:
+            pass  # the Python parser answers this frame with Redis's exact text
+        self._pos = pos
+        if pos >= len(buf) or pos > _COMPACT_AT:
+            self._compact()
+        return bool(ready)
 
     def _compact(self) -> None:
         if self._pos:
@@ -152,6 +189,19 @@ class RequestParser:
         line = bytes(self._buf[self._pos : end]).rstrip(b"\r")
         self._pos = end + 1
         return split_inline_args(line)
+
+
+def _all_bulks(frame: list[object]) -> bool:
+    return all(type(arg) is bytes for arg in frame)
+
+
+def _frame_length(argv: list[bytes]) -> int:
+    """Bytes of the canonical multibulk encoding of ``argv``: ``*n``, then ``$len`` and the data per argument."""
+    total = len(str(len(argv))) + 3
+    for arg in argv:
+        size = len(arg)
+        total += len(str(size)) + size + 5
+    return total
 
 
 def split_inline_args(line: bytes) -> list[bytes]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from backends.errors import AIError, ProtocolError
@@ -177,3 +179,47 @@ def test_framer_split_at_every_boundary(cut: int) -> None:
         while (frame := framer.next_frame()) is not None:
             frames.append(frame)
     assert frames == REPLIES
+
+
+def _encode_request(argv: list[bytes]) -> bytes:
+    return b"*%d\r\n" % len(argv) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in argv)
+
+
+def test_the_hiredis_fast_path_and_the_python_parser_agree_on_any_chunking() -> None:
+    """Random pipelines of multibulk commands (some inline, some empty frames), fed in random chunks: every
+    command comes out once, in order, whichever parser took it (server/resp.py, fast path)."""
+    rng = random.Random(7)
+    for _ in range(200):
+        commands = [[rng.randbytes(rng.choice([0, 1, 5, 300, 70_000])) for _ in range(rng.randint(1, 5))]
+                    for _ in range(rng.randint(1, 12))]
+        wire = bytearray()
+        for argv in commands:
+            wire += b"*0\r\n" if rng.random() < 0.1 else b""
+            wire += _encode_request(argv)
+        parser, offset = RequestParser(), 0
+        got: list[list[bytes]] = []
+        while offset < len(wire):
+            step = rng.choice([1, 7, 100, 5000, 200_000])
+            parser.feed(bytes(wire[offset : offset + step]))
+            offset += step
+            while (command := parser.next_command()) is not None:
+                got.append(command)
+        assert got == commands
+        assert parser.buffered() == 0
+
+
+def test_a_bad_frame_after_good_ones_still_gets_redis_s_exact_error() -> None:
+    parser = RequestParser()
+    parser.feed(_encode_request([b"SET", b"k", b"v"]) + _encode_request([b"GET", b"k"]) + b"*1\r\n$03\r\nGET\r\n")
+    assert parser.next_command() == [b"SET", b"k", b"v"]
+    assert parser.next_command() == [b"GET", b"k"]
+    with pytest.raises(ProtocolError, match=r"^ERR Protocol error: invalid bulk length$"):
+        parser.next_command()
+
+
+def test_non_bulk_elements_are_left_to_the_python_parser() -> None:
+    parser = RequestParser()
+    parser.feed(_encode_request([b"PING"]) + b"*1\r\n:5\r\n")
+    assert parser.next_command() == [b"PING"]
+    with pytest.raises(ProtocolError, match=r"^ERR Protocol error: expected '\$', got ':'$"):
+        parser.next_command()
