@@ -26,9 +26,10 @@ log = logging.getLogger("redisai.server")
 
 
 def make_store(config: Config) -> Store:
+    cache_bytes = config.cache_mb * 1024 * 1024
     if config.redis_url:
-        return RedisStore(config.redis_url)
-    return EmbeddedStore(config.store_bin, config.dir)
+        return RedisStore(config.redis_url, cache_bytes)
+    return EmbeddedStore(config.store_bin, config.dir, cache_bytes)
 
 
 def _tls_context(config: Config) -> ssl.SSLContext:

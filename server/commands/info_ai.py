@@ -42,6 +42,7 @@ def ai_sections(ctx: ServerContext) -> list[str]:
         render("ai_cpu", _cpu()),
         render("ai_queues", _queues(ai)),
         render("ai_runs", _runs(ai)),
+        render("ai_cache", _cache(ctx)),
     ]
 
 
@@ -111,6 +112,13 @@ def _runs(ai: AIState) -> Fields:
         ("ai_run_errors", ai.run_errors),
         ("ai_inline_runs", ai.inline.inline_runs),
     ]
+
+
+def _cache(ctx: ServerContext) -> Fields:
+    cache = ctx.store.cache
+    hits, misses, entries = cache.stats()
+    return [("ai_cache_budget_bytes", cache.budget), ("ai_cache_hits", hits), ("ai_cache_misses", misses),
+            ("ai_cache_entries", entries)]
 
 
 def commandstats_lines(ctx: ServerContext) -> list[str]:

@@ -157,11 +157,10 @@ def decode_input(value: Any) -> Tensor:
 async def _execute(client: ClientConnection, argv: list[bytes], parse: ParseExecute) -> Any:
     ai, keyspace = client.ctx.ai, client.keyspace()
     hint, out_hint = input_keys_hint(argv), output_keys_hint(argv)
-    replies = await keyspace.pipeline([(b"HMGET", argv[1], *MODEL_META_FIELDS), *((b"GET", k) for k in hint),
-                                       *output_type_checks(out_hint)])
+    replies, checks = await _read_phase(keyspace, argv[1], hint, out_hint)
     meta = await _model_meta(keyspace, argv[1], replies[0])
     req = parse(argv, len(meta.inputs), len(meta.outputs))
-    fetched, checks = replies[1 : 1 + len(hint)], replies[1 + len(hint) :]
+    fetched = replies[1:]
     inputs = [decode_input(v) for v in fetched] if list(req.inputs) == hint else await _read_inputs(keyspace, req)
     if list(req.outputs) != out_hint:  # the lenient guess missed (e.g. an input key named "outputs"): ask again
         checks = await keyspace.pipeline(output_type_checks(list(req.outputs)))
@@ -177,6 +176,21 @@ async def _execute(client: ClientConnection, argv: list[bytes], parse: ParseExec
         raise run.error
     await write_outputs(keyspace, req.outputs, run.slots[len(inputs) :])
     return OK
+
+
+async def _read_phase(keyspace: Keyspace, key: bytes, hint: list[bytes],
+                      out_hint: list[bytes]) -> tuple[list[Any], list[Any]]:
+    """The model's metadata and the inputs (from the coherent cache when it holds them), and the output keys'
+    type checks, which are skipped for keys that last held a tensor we wrote (the write checks again,
+    atomically). Without a cache: everything in one pipelined round trip."""
+    reads: list[tuple[bytes, ...]] = [(b"HMGET", key, *MODEL_META_FIELDS), *((b"GET", k) for k in hint)]
+    if not keyspace.caching:
+        replies = await keyspace.pipeline([*reads, *output_type_checks(out_hint)])
+        return replies[: len(reads)], replies[len(reads) :]
+    replies = await keyspace.read_through(reads)
+    if keyspace.known_tensors(out_hint):
+        return replies, [b""] * len(out_hint)
+    return replies, await keyspace.pipeline(output_type_checks(out_hint))
 
 
 async def _model_meta(keyspace: Keyspace, key: bytes, values: Any) -> ModelMeta:

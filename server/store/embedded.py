@@ -28,8 +28,8 @@ class EmbeddedStore(RedisStore):
 
     kind = "embedded"
 
-    def __init__(self, store_bin: str = "", data_dir: str = "") -> None:
-        super().__init__("unix:///not-started")
+    def __init__(self, store_bin: str = "", data_dir: str = "", cache_bytes: int = 0) -> None:
+        super().__init__("unix:///not-started", cache_bytes)
         self.process = StoreProcess(find_store_binary(store_bin), data_dir)
         self.restarts = 0
         self._closed = False
@@ -38,7 +38,7 @@ class EmbeddedStore(RedisStore):
     async def start(self) -> None:
         """Start the child, wait for its PONG, then check our own link to it (RedisStore.start)."""
         await self.process.start()
-        self.address = StoreAddress(path=self.process.socket_path)
+        self.address = self.cache.address = StoreAddress(path=self.process.socket_path)
         self.process.watch(asyncio.get_running_loop(), self._exited)
         await super().start()
 

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from backends.errors import AIError
 from server.store.atomic import SCRIPTS, SET_TENSORS, StoreScript
+from server.store.cache import TrackedCache
 
 Arg = bytes | str | int | float | memoryview
 
@@ -42,9 +43,31 @@ def to_argv(args: Sequence[Arg]) -> list[bytes]:
 class Keyspace:
     """Keys of one database of the backing store, as the AI commands see them."""
 
-    def __init__(self, link: StoreLink, db: int) -> None:
+    def __init__(self, link: StoreLink, db: int, cache: TrackedCache | None = None) -> None:
         self._link = link
         self.db = db
+        self._cache = cache if cache is not None and cache.enabled else None
+
+    @property
+    def caching(self) -> bool:
+        return self._cache is not None
+
+    async def read_through(self, commands: Sequence[tuple[bytes, ...]]) -> list[Any]:
+        """GET / HMGET replies from the coherent cache where it has them, the rest in one round trip
+        (server/store/cache.py); without a cache, one pipeline."""
+        if self._cache is None:
+            return await self.pipeline(commands)
+        return await self._cache.read_many(self.db, commands)
+
+    def known_tensors(self, keys: Sequence[bytes]) -> bool:
+        """Whether each key last held a tensor we wrote (a pre-run type check may be skipped; see the cache)."""
+        return self._cache is not None and self._cache.known_tensors(self.db, keys)
+
+    async def command(self, argv: list[bytes]) -> Any:
+        """Any command, e.g. a script's ``redis.execute``: what it may change leaves the cache first."""
+        if self._cache is not None:
+            self._cache.invalidate_for(self.db, argv)
+        return (await self._link.pipeline([argv]))[0]
 
     async def call(self, *args: Arg) -> Any:
         """Run one command; an error reply is raised as ``AIError`` with the store's exact text."""
@@ -66,6 +89,8 @@ class Keyspace:
     async def run_script(self, script: StoreScript, keys: Sequence[Arg], args: Sequence[Arg] = ()) -> Any:
         """Run one of server/store/atomic.py's scripts (EVALSHA; EVAL when the store lost it); an error reply
         (WRONGTYPE …) is raised with its exact text."""
+        if self._cache is not None:
+            self._cache.forget(self.db, [k if isinstance(k, bytes) else to_argv([k])[0] for k in keys])
         tail = [len(keys), *keys, *args]
         (reply,) = await self._link.pipeline([to_argv([b"EVALSHA", script.sha, *tail])])
         if isinstance(reply, AIError) and reply.message.startswith("NOSCRIPT"):
@@ -79,6 +104,8 @@ class Keyspace:
         string counts as free for run outputs, as in RedisAI; AI.TENSORSET passes ``empty_is_free=False``)."""
         if keys:
             await self.run_script(SET_TENSORS, keys, [b"1" if empty_is_free else b"0", *values])
+            if self._cache is not None:
+                self._cache.note_written(self.db, keys)
 
     async def write_atomic(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
         """Run ``commands`` as one MULTI/EXEC transaction in one round trip; return EXEC's replies."""

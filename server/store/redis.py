@@ -18,6 +18,7 @@ import hiredis
 from backends import errors as msgs
 from backends.errors import AIError
 from server.slots import PUBSUB_COMMANDS, SUBSCRIBE_COMMANDS, LinksByDatabase, ReplySlot, SessionSink
+from server.store.cache import TrackedCache
 from server.store.keyspace import load_scripts
 from server.store.upstream import (
     FrameReader,
@@ -255,10 +256,11 @@ class RedisStore:
 
     kind = "redis"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, cache_bytes: int = 0) -> None:
         self.address = parse_store_url(url)
         self.default_db = self.address.db
         self._links = LinksByDatabase(lambda db: RedisLink(self.address, db))
+        self.cache = TrackedCache(self.address, cache_bytes)  # server/store/cache.py
 
     async def start(self) -> None:
         """Fail fast at start when the store cannot be reached or refuses our login."""
@@ -275,6 +277,7 @@ class RedisStore:
         return self._links.get(db)
 
     async def close(self) -> None:
+        self.cache.close()
         self._links.close_all()
 
     def describe(self) -> str:

@@ -1,0 +1,299 @@
+"""A coherent in-process cache of tensors and model metadata, kept true by the store's client-side caching.
+
+Usage: ``cache = TrackedCache(address, budget_bytes)``; ``await cache.read_many(db, [(b"GET", key), (b"HMGET",
+key, *fields)])`` reads through it; ``cache.invalidate_for(db, argv)`` before a write we send.
+
+How it stays coherent:
+
+* Misses are read over one **tracking connection** per database: RESP3, ``CLIENT TRACKING ON``. The store
+  remembers every key read there and pushes ``invalidate [key ...]`` on that same connection when the key
+  changes, expires or is evicted (or ``invalidate nil`` on FLUSHALL/FLUSHDB). Reply and push share one
+  connection, so a push for a change made after our read always arrives after its reply: a value is cached
+  from its reply, and dropped by any later push.
+* Only keys without a TTL are cached (the miss reads ``PTTL`` too): a key that expires lazily would
+  otherwise be served after its deadline.
+* **Our own writes** reach the store on other connections (the keyspace link, client sessions), so their
+  pushes race our next read: every write this server sends drops its keys first (``invalidate_for``:
+  the argument names of a relayed command, the keys of our scripts), and the commands that can touch keys
+  they do not name (FLUSHALL, FLUSHDB, SWAPDB, EVAL*, FCALL*, EXEC, SCRIPT, FUNCTION, DEBUG …) drop
+  everything.
+* **Other servers' writes** arrive as pushes. The store writes the push to us in the same pass as its reply
+  to the writer, so by the time anyone could have learnt of the write, the push is at least in our socket.
+  A push there but not yet read by the loop is noticed before any hit is trusted (a zero-timeout poll of
+  that socket): then the request reads from the store instead. So a model re-stored through another server
+  is never run stale by a client that saw the re-store succeed.
+* When a tracking connection drops, its database's whole cache goes with it.
+
+The budget bounds the bytes held (least recently used first out); values over a quarter of it are never
+cached. ``--cache-mb 0`` turns the cache off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import select
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from typing import Any
+
+import hiredis
+
+from backends import errors as msgs
+from backends.errors import AIError
+from server.store.upstream import StoreAddress, UpstreamProtocol, ValueReader, open_upstream, pack_command
+
+WRITTEN_KEYS_KEPT = 100_000
+# Commands that only read: relaying them drops nothing.
+READ_ONLY = frozenset(
+    b"get getrange strlen exists type ttl pttl expiretime pexpiretime hget hmget hgetall hlen hexists hkeys "
+    b"hvals hstrlen mget lrange llen lindex scard smembers sismember zrange zscore zcard scan hscan sscan zscan "
+    b"keys dbsize randomkey ping echo info time object memory dump substr lpos smismember zrank zrevrank "
+    b"zrangebyscore zcount xrange xrevrange xlen bitcount getbit pfcount"
+    .split())
+# Commands that can change keys they do not name as arguments: relaying them drops everything.
+TOUCHES_UNNAMED = frozenset(
+    b"flushall flushdb swapdb eval evalsha eval_ro evalsha_ro fcall fcall_ro exec script function debug "
+    b"restore-asking migrate select move copy sort sort_ro".split())
+
+
+class TrackingLink:
+    """The RESP3 connection with CLIENT TRACKING ON whose reads a database's cache entries come from."""
+
+    def __init__(self, address: StoreAddress, db: int, on_invalidate: Any, on_lost: Any) -> None:
+        self._address = address
+        self._db = db
+        self._on_invalidate = on_invalidate
+        self._on_lost = on_lost
+        self._upstream: UpstreamProtocol | None = None
+        self._pending: deque[asyncio.Future[Any]] = deque()  # oldest first
+        self._fd = -1
+        self._lock = asyncio.Lock()
+
+    async def read(self, commands: list[list[bytes]]) -> list[Any]:
+        """Send ``commands`` and return their replies (error replies as AIError values)."""
+        if self._upstream is None:
+            async with self._lock:
+                if self._upstream is None:
+                    await self._connect()
+        return await self._send(commands)
+
+    async def _send(self, commands: list[list[bytes]]) -> list[Any]:
+        upstream = self._upstream
+        if upstream is None:
+            raise AIError(msgs.UPSTREAM_DOWN_MSG.format(detail="connection closed"))
+        loop = asyncio.get_running_loop()
+        futures = [loop.create_future() for _ in commands]
+        self._pending.extend(futures)
+        upstream.write(b"".join(pack_command(argv) for argv in commands))
+        return [await future for future in futures]
+
+    async def _connect(self) -> None:
+        try:
+            upstream = await open_upstream(self._address, ValueReader(), self._db, self._lost)
+        except (OSError, ConnectionError) as exc:
+            raise AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc)) from exc
+        upstream.on_reply = self._on_reply
+        self._upstream = upstream
+        transport = upstream.transport
+        sock = transport.get_extra_info("socket") if transport is not None else None
+        self._fd = sock.fileno() if sock is not None else -1
+        for reply in await self._send([[b"HELLO", b"3"], [b"CLIENT", b"TRACKING", b"ON"]]):
+            if isinstance(reply, AIError):
+                self.close()
+                raise AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=f"cannot track keys: {reply.message}"))
+
+    def _on_reply(self, reply: Any) -> None:
+        if isinstance(reply, hiredis.PushNotification):
+            if len(reply) >= 2 and reply[0] == b"invalidate":
+                self._on_invalidate(reply[1])
+            return
+        if self._pending:
+            future = self._pending.popleft()
+            if not future.done():
+                future.set_result(reply)
+
+    def _lost(self, exc: Exception | None) -> None:
+        self._upstream = None
+        self._fd = -1
+        error = AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc or "connection closed"))
+        pending, self._pending = self._pending, deque()
+        for future in pending:
+            if not future.done():
+                future.set_exception(error)
+        self._on_lost()
+
+    def has_unread_data(self) -> bool:
+        """Whether pushes may wait in our socket, unread by the loop yet (a zero-timeout poll)."""
+        if self._fd < 0:
+            return False
+        try:
+            readable, _, _ = select.select([self._fd], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
+
+    def close(self) -> None:
+        if self._upstream is not None:
+            self._upstream.close()
+
+
+class DatabaseCache:
+    """The cached replies of one database's keys, by (command, key, fields)."""
+
+    def __init__(self, address: StoreAddress, db: int, budget: int) -> None:
+        self._budget = budget
+        self._entries: OrderedDict[tuple[bytes, ...], tuple[Any, int]] = OrderedDict()
+        self._by_key: dict[bytes, set[tuple[bytes, ...]]] = {}
+        self._bytes = 0
+        self.hits = self.misses = 0
+        self.written: OrderedDict[bytes, None] = OrderedDict()  # keys we last wrote a tensor to
+        self.link = TrackingLink(address, db, self._invalidate, self.clear)
+
+    def lookup(self, entry: tuple[bytes, ...]) -> tuple[bool, Any]:
+        found = self._entries.get(entry)
+        if found is None:
+            self.misses += 1
+            return False, None
+        self._entries.move_to_end(entry)
+        self.hits += 1
+        return True, found[0]
+
+    def remember(self, entry: tuple[bytes, ...], key: bytes, value: Any, size: int) -> None:
+        if size > self._budget // 4:
+            return
+        self.forget_entry(entry)
+        self._entries[entry] = (value, size)
+        self._by_key.setdefault(key, set()).add(entry)
+        self._bytes += size
+        while self._bytes > self._budget and self._entries:
+            oldest = next(iter(self._entries))
+            self.forget_entry(oldest)
+
+    def forget_entry(self, entry: tuple[bytes, ...]) -> None:
+        found = self._entries.pop(entry, None)
+        if found is not None:
+            self._bytes -= found[1]
+            keyed = self._by_key.get(entry[1])
+            if keyed is not None:
+                keyed.discard(entry)
+                if not keyed:
+                    del self._by_key[entry[1]]
+
+    def forget(self, key: bytes) -> None:
+        self.written.pop(key, None)
+        for entry in list(self._by_key.get(key, ())):
+            self.forget_entry(entry)
+
+    def note_written(self, keys: Sequence[bytes]) -> None:
+        for key in keys:
+            self.written[key] = None
+            self.written.move_to_end(key)
+        while len(self.written) > WRITTEN_KEYS_KEPT:
+            self.written.popitem(last=False)
+
+    def _invalidate(self, keys: Any) -> None:
+        if keys is None:  # FLUSHALL / FLUSHDB
+            self.clear()
+            return
+        for key in keys:
+            self.forget(key)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._by_key.clear()
+        self.written.clear()
+        self._bytes = 0
+
+
+class TrackedCache:
+    """Every database's cache of one store (see the module docstring)."""
+
+    def __init__(self, address: StoreAddress, budget: int) -> None:
+        self.address = address
+        self.budget = budget
+        self._dbs: dict[int, DatabaseCache] = {}
+
+    @property
+    def enabled(self) -> bool:
+        return self.budget > 0
+
+    def _db(self, db: int) -> DatabaseCache:
+        found = self._dbs.get(db)
+        if found is None:
+            found = self._dbs[db] = DatabaseCache(self.address, db, self.budget)
+        return found
+
+    async def read_many(self, db: int, commands: Sequence[tuple[bytes, ...]]) -> list[Any]:
+        """GET key / HMGET key field... replies, from the cache where it holds them and is up to date, the rest
+        in one round trip over the tracking connection (and cached when the key has no TTL)."""
+        cache = self._db(db)
+        replies: list[Any] = [None] * len(commands)
+        misses: list[int] = []
+        trusted = not cache.link.has_unread_data()  # unread pushes may be about what we hold
+        for index, command in enumerate(commands):
+            hit, value = cache.lookup(command) if trusted else (False, None)
+            if hit:
+                replies[index] = value
+            else:
+                misses.append(index)
+        if misses:
+            wire = [part for i in misses for part in ([*commands[i]], [b"PTTL", commands[i][1]])]
+            answers = await cache.link.read(wire)
+            for position, index in enumerate(misses):
+                value, ttl = answers[2 * position], answers[2 * position + 1]
+                replies[index] = value
+                if not isinstance(value, AIError) and ttl in (-1, -2):  # no TTL (or missing): safe to keep
+                    cache.remember(commands[index], commands[index][1], value, _size(value))
+        return replies
+
+    def known_tensors(self, db: int, keys: Sequence[bytes]) -> bool:
+        """Whether we wrote a tensor to each of ``keys`` and no write we saw since touched them: an output
+        type check a run can skip (the write itself checks again, atomically)."""
+        cache = self._dbs.get(db)
+        return cache is not None and all(key in cache.written for key in keys)
+
+    def note_written(self, db: int, keys: Sequence[bytes]) -> None:
+        if self.enabled:
+            self._db(db).note_written(keys)
+
+    def invalidate_for(self, db: int, argv: Sequence[bytes]) -> None:
+        """Before we send ``argv`` to the store: drop what it may change (see the module docstring)."""
+        if not self._dbs or not argv:
+            return
+        name = argv[0].lower()
+        if name in READ_ONLY:
+            return
+        if name in TOUCHES_UNNAMED:
+            self.clear()
+            return
+        for cache in self._dbs.values():  # SELECT inside MULTI, MOVE, COPY … may reach any database
+            for arg in argv[1:]:
+                cache.forget(arg)
+
+    def forget(self, db: int, keys: Sequence[bytes]) -> None:
+        cache = self._dbs.get(db)
+        if cache is not None:
+            for key in keys:
+                cache.forget(key)
+
+    def clear(self) -> None:
+        for cache in self._dbs.values():
+            cache.clear()
+
+    def stats(self) -> tuple[int, int, int]:
+        """(hits, misses, entries) over every database, for INFO."""
+        return (sum(c.hits for c in self._dbs.values()), sum(c.misses for c in self._dbs.values()),
+                sum(len(c._entries) for c in self._dbs.values()))
+
+    def close(self) -> None:
+        for cache in self._dbs.values():
+            cache.link.close()
+        self._dbs.clear()
+
+
+def _size(value: Any) -> int:
+    if isinstance(value, bytes):
+        return len(value) + 64
+    if isinstance(value, list):
+        return sum(len(v) if isinstance(v, bytes) else 8 for v in value) + 64 * (len(value) + 1)
+    return 64

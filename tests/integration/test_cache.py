@@ -1,0 +1,148 @@
+"""The coherent in-process cache (server/store/cache.py): hits save round trips, and nothing is ever served
+stale — whoever writes: this server, another server on the same store, a client of the store itself."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from server.config import Config
+from server.store.embedded import EmbeddedStore
+from tests.models import torch_add, torch_mul
+from tests.support import RunningServer, running_server
+
+ONE_TWO = b"\x00\x00\x80?\x00\x00\x00@"  # float32 [1, 2]
+THREE_FOUR = b"\x00\x00@@\x00\x00\x80@"  # float32 [3, 4]
+
+
+def _store_url(server: RunningServer, store_url: str) -> str:
+    store = server.server.ctx.store
+    return f"unix://{store.process.socket_path}" if isinstance(store, EmbeddedStore) else store_url
+
+
+@pytest.fixture
+def two(server: RunningServer, store_url: str) -> Iterator[tuple[redis.Redis, redis.Redis, redis.Redis]]:
+    """A client of our server, one of a second server on the same store, and one of the store itself."""
+    url = _store_url(server, store_url)
+    with running_server(Config(port=0, redis_url=url, shutdown_timeout=2.0)) as other:
+        yield server.client(), other.client(), redis.Redis.from_url(url)
+
+
+def _values(conn: redis.Redis, key: str) -> list[float]:
+    return [float(v) for v in conn.execute_command("AI.TENSORGET", key, "VALUES")]
+
+
+def _raw(direct: redis.Redis, key: str) -> bytes:
+    value = direct.get(key)
+    assert isinstance(value, bytes)
+    return value
+
+
+def _hits(conn: redis.Redis) -> int:
+    return int(conn.info("ai")["ai_cache_hits"])
+
+
+def test_repeated_reads_are_hits(server: RunningServer) -> None:
+    conn = server.client()
+    conn.execute_command("AI.TENSORSET", "t", "FLOAT", 2, "BLOB", ONE_TWO)
+    before = _hits(conn)
+    for _ in range(5):
+        assert conn.execute_command("AI.TENSORGET", "t", "BLOB") == ONE_TWO
+    assert _hits(conn) >= before + 4
+
+
+def test_a_tensor_written_through_another_server_is_never_read_stale(
+        two: tuple[redis.Redis, redis.Redis, redis.Redis]) -> None:
+    ours, theirs, _direct = two
+    for i in range(100):
+        theirs.execute_command("AI.TENSORSET", "t", "FLOAT", 1, "VALUES", i)
+        assert _values(ours, "t") == [i]
+        assert _values(ours, "t") == [i]  # the second read may be a hit: still the same value
+
+
+def test_a_model_restored_through_another_server_is_never_run_stale(
+        two: tuple[redis.Redis, redis.Redis, redis.Redis]) -> None:
+    ours, theirs, _direct = two
+    ours.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", ONE_TWO)
+    ours.execute_command("AI.TENSORSET", "b", "FLOAT", 2, "BLOB", THREE_FOUR)
+    for i in range(30):
+        blob, expected = (torch_add(), [4.0, 6.0]) if i % 2 else (torch_mul(), [3.0, 8.0])
+        assert theirs.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", blob) == b"OK"
+        for _ in range(2):
+            assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c") == b"OK"
+            assert _values(ours, "c") == expected
+
+
+def test_writes_by_clients_of_the_store_itself_are_seen(two: tuple[redis.Redis, redis.Redis, redis.Redis]) -> None:
+    ours, _theirs, direct = two
+    ours.execute_command("AI.TENSORSET", "t", "FLOAT", 2, "BLOB", ONE_TWO)
+    assert _values(ours, "t") == [1, 2]
+    direct.set("t", _raw(direct, "t").replace(ONE_TWO, THREE_FOUR))
+    assert _values(ours, "t") == [3, 4]
+    direct.delete("t")
+    with pytest.raises(redis.ResponseError, match="tensor key is empty"):
+        _values(ours, "t")
+    ours.execute_command("AI.TENSORSET", "t", "FLOAT", 2, "BLOB", ONE_TWO)
+    assert _values(ours, "t") == [1, 2]
+    direct.flushall()
+    with pytest.raises(redis.ResponseError, match="tensor key is empty"):
+        _values(ours, "t")
+
+
+def test_relayed_writes_through_this_server_drop_what_they_change(server: RunningServer) -> None:
+    conn = server.client()
+    conn.execute_command("AI.TENSORSET", "t", "FLOAT", 2, "BLOB", ONE_TWO)
+    assert _values(conn, "t") == [1, 2]
+    conn.set("t", "not a tensor")
+    with pytest.raises(redis.ResponseError, match=r"^WRONGTYPE"):
+        _values(conn, "t")
+    conn.delete("t")
+    conn.execute_command("AI.TENSORSET", "t", "FLOAT", 2, "BLOB", ONE_TWO)
+    assert _values(conn, "t") == [1, 2]
+    conn.rename("t", "u")
+    with pytest.raises(redis.ResponseError, match="tensor key is empty"):
+        _values(conn, "t")
+    assert _values(conn, "u") == [1, 2]
+    pipe = conn.pipeline(transaction=True)
+    pipe.delete("u")
+    pipe.execute()
+    with pytest.raises(redis.ResponseError, match="tensor key is empty"):
+        _values(conn, "u")
+    conn.execute_command("AI.TENSORSET", "v", "FLOAT", 2, "BLOB", ONE_TWO)
+    assert _values(conn, "v") == [1, 2]
+    conn.eval("redis.call('DEL', 'v')", 0)  # a key named only inside a script
+    with pytest.raises(redis.ResponseError, match="tensor key is empty"):
+        _values(conn, "v")
+
+
+def test_keys_with_a_ttl_are_not_served_after_it(server: RunningServer) -> None:
+    conn = server.client()
+    conn.execute_command("AI.TENSORSET", "t", "FLOAT", 2, "BLOB", ONE_TWO)
+    conn.pexpire("t", 100)
+    assert _values(conn, "t") == [1, 2]
+    time.sleep(0.3)
+    with pytest.raises(redis.ResponseError, match="tensor key is empty"):
+        _values(conn, "t")
+
+
+def test_a_lost_tracking_connection_drops_the_cache(two: tuple[redis.Redis, redis.Redis, redis.Redis]) -> None:
+    ours, _theirs, direct = two
+    ours.execute_command("AI.TENSORSET", "t", "FLOAT", 2, "BLOB", ONE_TWO)
+    assert _values(ours, "t") == [1, 2]
+    direct.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")  # every link of both servers
+    direct.set("t", _raw(direct, "t").replace(ONE_TWO, THREE_FOUR))
+    ours = redis.Redis(port=ours.connection_pool.connection_kwargs["port"])  # our client session was closed too
+    assert _values(ours, "t") == [3, 4]
+
+
+def test_the_cache_can_be_turned_off(store_url: str) -> None:
+    with running_server(Config(port=0, redis_url=store_url, cache_mb=0)) as server:
+        conn = server.client()
+        conn.execute_command("AI.TENSORSET", "t", "FLOAT", 2, "BLOB", ONE_TWO)
+        for _ in range(3):
+            assert _values(conn, "t") == [1, 2]
+        info = conn.info("ai")
+        assert (info["ai_cache_hits"], info["ai_cache_budget_bytes"]) == (0, 0)
