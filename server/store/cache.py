@@ -31,6 +31,7 @@ cached. ``--cache-mb 0`` turns the cache off.
 from __future__ import annotations
 
 import asyncio
+import logging
 import select
 from collections import OrderedDict, deque
 from collections.abc import Sequence
@@ -41,6 +42,8 @@ import hiredis
 from backends import errors as msgs
 from backends.errors import AIError
 from server.store.upstream import StoreAddress, UpstreamProtocol, ValueReader, open_upstream, pack_command
+
+log = logging.getLogger("redisai.store")
 
 WRITTEN_KEYS_KEPT = 100_000
 # Commands that only read: relaying them drops nothing.
@@ -54,6 +57,10 @@ READ_ONLY = frozenset(
 TOUCHES_UNNAMED = frozenset(
     b"flushall flushdb swapdb eval evalsha eval_ro evalsha_ro fcall fcall_ro exec script function debug "
     b"restore-asking migrate select move copy sort sort_ro".split())
+
+
+class TrackingRefused(AIError):
+    """The store would not switch to RESP3 or track keys (an old Redis, an ACL without CLIENT): no cache."""
 
 
 class TrackingLink:
@@ -100,7 +107,7 @@ class TrackingLink:
         for reply in await self._send([[b"HELLO", b"3"], [b"CLIENT", b"TRACKING", b"ON"]]):
             if isinstance(reply, AIError):
                 self.close()
-                raise AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=f"cannot track keys: {reply.message}"))
+                raise TrackingRefused(f"the store refused client-side caching: {reply.message}")
 
     def _on_reply(self, reply: Any) -> None:
         if isinstance(reply, hiredis.PushNotification):
@@ -238,7 +245,12 @@ class TrackedCache:
                 misses.append(index)
         if misses:
             wire = [part for i in misses for part in ([*commands[i]], [b"PTTL", commands[i][1]])]
-            answers = await cache.link.read(wire)
+            try:
+                answers = await cache.link.read(wire)
+            except TrackingRefused as exc:
+                log.warning("%s; the in-process cache is off", exc.message)
+                self.budget = 0
+                raise
             for position, index in enumerate(misses):
                 value, ttl = answers[2 * position], answers[2 * position + 1]
                 replies[index] = value

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from backends.errors import AIError
 from server.store.atomic import SCRIPTS, SET_TENSORS, StoreScript
-from server.store.cache import TrackedCache
+from server.store.cache import TrackedCache, TrackingRefused
 
 Arg = bytes | str | int | float | memoryview
 
@@ -50,14 +50,17 @@ class Keyspace:
 
     @property
     def caching(self) -> bool:
-        return self._cache is not None
+        return self._cache is not None and self._cache.enabled
 
     async def read_through(self, commands: Sequence[tuple[bytes, ...]]) -> list[Any]:
         """GET / HMGET replies from the coherent cache where it has them, the rest in one round trip
-        (server/store/cache.py); without a cache, one pipeline."""
-        if self._cache is None:
+        (server/store/cache.py); without a cache (or a store that refuses to track keys), one pipeline."""
+        if self._cache is None or not self._cache.enabled:
             return await self.pipeline(commands)
-        return await self._cache.read_many(self.db, commands)
+        try:
+            return await self._cache.read_many(self.db, commands)
+        except TrackingRefused:
+            return await self.pipeline(commands)
 
     def known_tensors(self, keys: Sequence[bytes]) -> bool:
         """Whether each key last held a tensor we wrote (a pre-run type check may be skipped; see the cache)."""

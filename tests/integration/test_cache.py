@@ -146,3 +146,23 @@ def test_the_cache_can_be_turned_off(store_url: str) -> None:
             assert _values(conn, "t") == [1, 2]
         info = conn.info("ai")
         assert (info["ai_cache_hits"], info["ai_cache_budget_bytes"]) == (0, 0)
+
+
+def test_a_store_that_refuses_to_track_keys_means_no_cache_not_errors(embedded_only: RunningServer) -> None:
+    store = embedded_only.server.ctx.store
+    assert isinstance(store, EmbeddedStore)
+    direct = redis.Redis(unix_socket_path=store.process.socket_path)
+    direct.execute_command("ACL", "SETUSER", "limited", "on", ">pw", "~*", "&*", "+@all", "-client")
+    url = f"unix://limited:pw@{store.process.socket_path}"
+    with running_server(Config(port=0, redis_url=url, shutdown_timeout=2.0)) as other:
+        conn = other.client()
+        conn.execute_command("AI.TENSORSET", "t", "FLOAT", 2, "BLOB", ONE_TWO)
+        for _ in range(3):
+            assert _values(conn, "t") == [1, 2]
+        assert conn.info("ai")["ai_cache_budget_bytes"] == 0
+
+
+@pytest.fixture
+def embedded_only() -> Iterator[RunningServer]:
+    with running_server(Config(port=0, shutdown_timeout=2.0)) as running:
+        yield running
