@@ -65,6 +65,8 @@ INVALID_COMMAND_GETKEYS_MSG = "ERR Invalid command specified"
 NO_KEYS_MSG = "ERR The command has no key arguments"
 INVALID_ARGS_GETKEYS_MSG = "ERR Invalid arguments specified for command"
 SHUTTING_DOWN_MSG = "ERR Server is shutting down"
+EMBEDDED_STORE_PRIVATE_FMT = ("ERR '{cmd}' is not allowed: the embedded store belongs to this server (run your own "
+                              "Redis and use --redis-url to administer it)")
 NO_SHUTDOWN_IN_PROGRESS_MSG = "ERR No shutdown in progress."
 UPSTREAM_DOWN_MSG = "ERR backing store unavailable: {detail}"
 INTERNAL_MSG = "ERR internal error: {detail}"

@@ -35,6 +35,7 @@ from server.multi import MultiSubstitutions
 from server.resp import RequestParser, parse_strict_int
 from server.resp_reply import encode
 from server.slots import SUBSCRIBE_COMMANDS, ReplySlot, SessionSink
+from server.store.embedded import refused_on_embedded
 from server.store.keyspace import Keyspace
 
 log = logging.getLogger("redisai.connection")
@@ -293,6 +294,10 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             raise AIError(msgs.NOAUTH_MSG)
         if spec is None:
             name = argv[0].lower()
+            if self.ctx.store.kind == "embedded" and refused_on_embedded(argv):
+                if self.state.in_multi:
+                    self._poison_transaction()
+                raise AIError(msgs.EMBEDDED_STORE_PRIVATE_FMT.format(cmd=b" ".join(argv[:2]).decode(errors="replace")))
             if name == b"exec" and self.state.in_multi:
                 self._end_multi()
                 return self.multi.exec_relay(self._commit_pending_db()) or RELAY

@@ -120,11 +120,14 @@ class RequestParser:
             return False
         reader = hiredis.Reader()
         reader.feed(buf, pos)  # type: ignore[arg-type]  # any buffer works; the stubs say bytes
-        ready = self._ready
+        ready, limits = self._ready, self.limits
         try:
-            while isinstance(frame := reader.gets(), list) and frame and _all_bulks(frame):
+            while isinstance(frame := reader.gets(), list) and frame and len(frame) <= limits.max_multibulk_len:
+                length = _multibulk_length(buf, pos, frame, limits.max_bulk_len)
+                if length is None:
+                    break  # not a plain array of bulk strings: the Python parser decides
                 ready.append(frame)
-                pos += _frame_length(frame)
+                pos += length
         except hiredis.ProtocolError:
             pass  # the Python parser answers this frame with Redis's exact text
         self._pos = pos
@@ -191,17 +194,20 @@ class RequestParser:
         return split_inline_args(line)
 
 
-def _all_bulks(frame: list[object]) -> bool:
-    return all(type(arg) is bytes for arg in frame)
-
-
-def _frame_length(argv: list[bytes]) -> int:
-    """Bytes of the canonical multibulk encoding of ``argv``: ``*n``, then ``$len`` and the data per argument."""
-    total = len(str(len(argv))) + 3
-    for arg in argv:
+def _multibulk_length(buf: bytearray, pos: int, frame: list[object], max_bulk: int) -> int | None:
+    """The bytes of ``frame`` at ``buf[pos:]`` if it was sent as ``*n`` and one ``$len`` bulk string per
+    element (hiredis also returns bytes for ``+``, ``(`` or ``=`` elements, and lists for ``~``/``>`` frames,
+    which Redis refuses or reads as inline); None otherwise. hiredis is strict about the numbers, so a frame
+    of bulk strings is exactly its canonical encoding, and each header can be checked where it must be."""
+    if buf[pos] != 0x2A:  # '*'
+        return None
+    at = pos + len(str(len(frame))) + 3
+    for arg in frame:
+        if type(arg) is not bytes or buf[at] != 0x24 or len(arg) > max_bulk:  # '$'
+            return None
         size = len(arg)
-        total += len(str(size)) + size + 5
-    return total
+        at += len(str(size)) + size + 5
+    return at - pos
 
 
 def split_inline_args(line: bytes) -> list[bytes]:

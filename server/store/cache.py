@@ -8,24 +8,25 @@ How it stays coherent:
 * Misses are read over one **tracking connection** per database: RESP3, ``CLIENT TRACKING ON``. The store
   remembers every key read there and pushes ``invalidate [key ...]`` on that same connection when the key
   changes, expires or is evicted (or ``invalidate nil`` on FLUSHALL/FLUSHDB). Reply and push share one
-  connection, so a push for a change made after our read always arrives after its reply: a value is cached
-  from its reply, and dropped by any later push.
+  connection, so a push for a change made after our read always arrives after its reply. A value is cached
+  the moment its reply is parsed, before anything behind it in the same read is applied, so that push
+  always finds it and drops it.
 * Only keys without a TTL are cached (the miss reads ``PTTL`` too): a key that expires lazily would
   otherwise be served after its deadline.
-* **Our own writes** reach the store on other connections (the keyspace link, client sessions), so their
-  pushes race our next read: every write this server sends drops its keys first (``invalidate_for``:
-  the argument names of a relayed command, the keys of our scripts), and the commands that can touch keys
-  they do not name (FLUSHALL, FLUSHDB, SWAPDB, EVAL*, FCALL*, EXEC, SCRIPT, FUNCTION, DEBUG …) drop
-  everything.
+* **Our own writes** reach the store on other connections (the keyspace link, client sessions). Their
+  pushes are written by the store in the same pass as the writer's reply (next point), and every write this
+  server sends also drops the keys it names first (``invalidate_for``: the arguments of a relayed command,
+  the keys of our scripts; FLUSHALL, FLUSHDB, SWAPDB, SCRIPT, FUNCTION and DEBUG drop everything).
 * **Other servers' writes** arrive as pushes. The store writes the push to us in the same pass as its reply
   to the writer, so by the time anyone could have learnt of the write, the push is at least in our socket.
-  A push there but not yet read by the loop is noticed before any hit is trusted (a zero-timeout poll of
-  that socket): then the request reads from the store instead. So a model re-stored through another server
+  Before any hit is trusted, a zero-timeout poll of that socket looks for unread pushes, and replies still
+  on their way (a push may queue behind them in the store) count as unread: then the request reads from the
+  store instead. So a model re-stored through another server
   is never run stale by a client that saw the re-store succeed.
 * When a tracking connection drops, its database's whole cache goes with it.
 
-The budget bounds the bytes held (least recently used first out); values over a quarter of it are never
-cached. ``--cache-mb 0`` turns the cache off.
+The budget bounds the bytes held over every database together (least recently used first out); values
+over a quarter of it are never cached. ``--cache-mb 0`` turns the cache off.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ import asyncio
 import logging
 import select
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import hiredis
@@ -44,6 +46,7 @@ from backends.errors import AIError
 from server.store.upstream import StoreAddress, UpstreamProtocol, ValueReader, open_upstream, pack_command
 
 log = logging.getLogger("redisai.store")
+Hook = Callable[[Any], None]
 
 WRITTEN_KEYS_KEPT = 100_000
 # Commands that only read: relaying them drops nothing.
@@ -54,9 +57,8 @@ READ_ONLY = frozenset(
     b"zrangebyscore zcount xrange xrevrange xlen bitcount getbit pfcount"
     .split())
 # Commands that can change keys they do not name as arguments: relaying them drops everything.
-TOUCHES_UNNAMED = frozenset(
-    b"flushall flushdb swapdb eval evalsha eval_ro evalsha_ro fcall fcall_ro exec script function debug "
-    b"restore-asking migrate select move copy sort sort_ro".split())
+TOUCHES_UNNAMED = frozenset(b"flushall flushdb swapdb function debug script".split())
+KEY_NAME_LIMIT = 4096  # longer arguments are values, not key names worth a lookup
 
 
 class TrackingRefused(AIError):
@@ -72,42 +74,54 @@ class TrackingLink:
         self._on_invalidate = on_invalidate
         self._on_lost = on_lost
         self._upstream: UpstreamProtocol | None = None
-        self._pending: deque[asyncio.Future[Any]] = deque()  # oldest first
-        self._fd = -1
+        self._pending: deque[tuple[asyncio.Future[Any], Hook | None]] = deque()  # oldest first
+        self._poll: select.poll | None = None
         self._lock = asyncio.Lock()
 
-    async def read(self, commands: list[list[bytes]]) -> list[Any]:
-        """Send ``commands`` and return their replies (error replies as AIError values)."""
+    @property
+    def busy(self) -> bool:
+        """Replies are still on their way: pushes queued behind them in the store may not have reached us."""
+        return bool(self._pending)
+
+    async def read(self, commands: list[list[bytes]], hooks: Sequence[Hook | None] = ()) -> list[Any]:
+        """Send ``commands`` and return their replies (error replies as AIError values). ``hooks[i]`` is called
+        with reply i the moment it is parsed, before any push that follows it is applied: a value cached there
+        is dropped by a later push, never cached after it."""
         if self._upstream is None:
             async with self._lock:
                 if self._upstream is None:
                     await self._connect()
-        return await self._send(commands)
-
-    async def _send(self, commands: list[list[bytes]]) -> list[Any]:
         upstream = self._upstream
         if upstream is None:
             raise AIError(msgs.UPSTREAM_DOWN_MSG.format(detail="connection closed"))
+        return await self._send(upstream, commands, hooks)
+
+    async def _send(self, upstream: UpstreamProtocol, commands: list[list[bytes]],
+                    hooks: Sequence[Hook | None] = ()) -> list[Any]:
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in commands]
-        self._pending.extend(futures)
+        self._pending.extend(zip(futures, [*hooks, *([None] * (len(commands) - len(hooks)))], strict=True))
         upstream.write(b"".join(pack_command(argv) for argv in commands))
         return [await future for future in futures]
 
     async def _connect(self) -> None:
+        """Connect, switch to RESP3 and turn tracking on; only then is the link used for reads."""
         try:
             upstream = await open_upstream(self._address, ValueReader(), self._db, self._lost)
         except (OSError, ConnectionError) as exc:
             raise AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc)) from exc
         upstream.on_reply = self._on_reply
-        self._upstream = upstream
+        for reply in await self._send(upstream, [[b"HELLO", b"3"], [b"CLIENT", b"TRACKING", b"ON"]]):
+            if isinstance(reply, AIError):
+                upstream.close()
+                raise TrackingRefused(f"the store refused client-side caching: {reply.message}")
         transport = upstream.transport
         sock = transport.get_extra_info("socket") if transport is not None else None
-        self._fd = sock.fileno() if sock is not None else -1
-        for reply in await self._send([[b"HELLO", b"3"], [b"CLIENT", b"TRACKING", b"ON"]]):
-            if isinstance(reply, AIError):
-                self.close()
-                raise TrackingRefused(f"the store refused client-side caching: {reply.message}")
+        if sock is None or transport is None:
+            raise AIError(msgs.UPSTREAM_DOWN_MSG.format(detail="connection closed"))
+        self._poll = select.poll()  # not select(): that fails for descriptors >= 1024
+        self._poll.register(sock.fileno(), select.POLLIN)
+        self._upstream = upstream
 
     def _on_reply(self, reply: Any) -> None:
         if isinstance(reply, hiredis.PushNotification):
@@ -115,43 +129,52 @@ class TrackingLink:
                 self._on_invalidate(reply[1])
             return
         if self._pending:
-            future = self._pending.popleft()
+            future, hook = self._pending.popleft()
+            if hook is not None:
+                hook(reply)
             if not future.done():
                 future.set_result(reply)
 
     def _lost(self, exc: Exception | None) -> None:
         self._upstream = None
-        self._fd = -1
+        self._poll = None
         error = AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc or "connection closed"))
         pending, self._pending = self._pending, deque()
-        for future in pending:
+        for future, _hook in pending:
             if not future.done():
                 future.set_exception(error)
         self._on_lost()
 
     def has_unread_data(self) -> bool:
         """Whether pushes may wait in our socket, unread by the loop yet (a zero-timeout poll)."""
-        if self._fd < 0:
+        if self._poll is None:
             return False
         try:
-            readable, _, _ = select.select([self._fd], [], [], 0)
-        except (OSError, ValueError):
+            return bool(self._poll.poll(0))
+        except OSError:
             return True
-        return bool(readable)
 
     def close(self) -> None:
-        if self._upstream is not None:
-            self._upstream.close()
+        upstream, self._upstream = self._upstream, None
+        if upstream is not None:
+            upstream.close()
+
+
+@dataclass(slots=True)
+class Budget:
+    """Bytes the cache may hold, over every database together, and what it holds now."""
+
+    limit: int
+    used: int = 0
 
 
 class DatabaseCache:
     """The cached replies of one database's keys, by (command, key, fields)."""
 
-    def __init__(self, address: StoreAddress, db: int, budget: int) -> None:
+    def __init__(self, address: StoreAddress, db: int, budget: Budget) -> None:
         self._budget = budget
         self._entries: OrderedDict[tuple[bytes, ...], tuple[Any, int]] = OrderedDict()
         self._by_key: dict[bytes, set[tuple[bytes, ...]]] = {}
-        self._bytes = 0
         self.hits = self.misses = 0
         self.written: OrderedDict[bytes, None] = OrderedDict()  # keys we last wrote a tensor to
         self.link = TrackingLink(address, db, self._invalidate, self.clear)
@@ -166,25 +189,41 @@ class DatabaseCache:
         return True, found[0]
 
     def remember(self, entry: tuple[bytes, ...], key: bytes, value: Any, size: int) -> None:
-        if size > self._budget // 4:
-            return
         self.forget_entry(entry)
+        if size > self._budget.limit // 4:
+            return
         self._entries[entry] = (value, size)
         self._by_key.setdefault(key, set()).add(entry)
-        self._bytes += size
-        while self._bytes > self._budget and self._entries:
+        self._budget.used += size
+        while self._budget.used > self._budget.limit and self._entries:
             oldest = next(iter(self._entries))
             self.forget_entry(oldest)
 
     def forget_entry(self, entry: tuple[bytes, ...]) -> None:
         found = self._entries.pop(entry, None)
         if found is not None:
-            self._bytes -= found[1]
+            self._budget.used -= found[1]
             keyed = self._by_key.get(entry[1])
             if keyed is not None:
                 keyed.discard(entry)
                 if not keyed:
                     del self._by_key[entry[1]]
+
+    def fill_hooks(self, entry: tuple[bytes, ...]) -> list[Hook | None]:
+        """Hooks for a miss read as [command, PTTL key]: cache the value as it is parsed (so a push right behind
+        it drops it), and drop it again if the key turns out to have a TTL."""
+
+        def on_value(value: Any) -> None:
+            if isinstance(value, AIError):
+                self.forget_entry(entry)
+            else:
+                self.remember(entry, entry[1], value, _size(value))
+
+        def on_ttl(ttl: Any) -> None:
+            if ttl not in (-1, -2):  # a TTL: an expiry we might not hear of in time
+                self.forget_entry(entry)
+
+        return [on_value, on_ttl]
 
     def forget(self, key: bytes) -> None:
         self.written.pop(key, None)
@@ -206,10 +245,10 @@ class DatabaseCache:
             self.forget(key)
 
     def clear(self) -> None:
-        self._entries.clear()
         self._by_key.clear()
         self.written.clear()
-        self._bytes = 0
+        self._budget.used -= sum(size for _value, size in self._entries.values())
+        self._entries.clear()
 
 
 class TrackedCache:
@@ -217,17 +256,21 @@ class TrackedCache:
 
     def __init__(self, address: StoreAddress, budget: int) -> None:
         self.address = address
-        self.budget = budget
+        self._budget = Budget(budget)
         self._dbs: dict[int, DatabaseCache] = {}
 
     @property
+    def budget(self) -> int:
+        return self._budget.limit
+
+    @property
     def enabled(self) -> bool:
-        return self.budget > 0
+        return self._budget.limit > 0
 
     def _db(self, db: int) -> DatabaseCache:
         found = self._dbs.get(db)
         if found is None:
-            found = self._dbs[db] = DatabaseCache(self.address, db, self.budget)
+            found = self._dbs[db] = DatabaseCache(self.address, db, self._budget)
         return found
 
     async def read_many(self, db: int, commands: Sequence[tuple[bytes, ...]]) -> list[Any]:
@@ -236,7 +279,7 @@ class TrackedCache:
         cache = self._db(db)
         replies: list[Any] = [None] * len(commands)
         misses: list[int] = []
-        trusted = not cache.link.has_unread_data()  # unread pushes may be about what we hold
+        trusted = not cache.link.busy and not cache.link.has_unread_data()  # else pushes may be on their way
         for index, command in enumerate(commands):
             hit, value = cache.lookup(command) if trusted else (False, None)
             if hit:
@@ -244,18 +287,19 @@ class TrackedCache:
             else:
                 misses.append(index)
         if misses:
-            wire = [part for i in misses for part in ([*commands[i]], [b"PTTL", commands[i][1]])]
+            wire: list[list[bytes]] = []
+            hooks: list[Hook | None] = []
+            for index in misses:
+                wire += [[*commands[index]], [b"PTTL", commands[index][1]]]
+                hooks += cache.fill_hooks(commands[index])
             try:
-                answers = await cache.link.read(wire)
+                answers = await cache.link.read(wire, hooks)
             except TrackingRefused as exc:
                 log.warning("%s; the in-process cache is off", exc.message)
-                self.budget = 0
+                self._budget.limit = 0
                 raise
             for position, index in enumerate(misses):
-                value, ttl = answers[2 * position], answers[2 * position + 1]
-                replies[index] = value
-                if not isinstance(value, AIError) and ttl in (-1, -2):  # no TTL (or missing): safe to keep
-                    cache.remember(commands[index], commands[index][1], value, _size(value))
+                replies[index] = answers[2 * position]
         return replies
 
     def known_tensors(self, db: int, keys: Sequence[bytes]) -> bool:
@@ -278,9 +322,10 @@ class TrackedCache:
         if name in TOUCHES_UNNAMED:
             self.clear()
             return
+        names = [arg for arg in argv[1:] if len(arg) <= KEY_NAME_LIMIT]
         for cache in self._dbs.values():  # SELECT inside MULTI, MOVE, COPY … may reach any database
-            for arg in argv[1:]:
-                cache.forget(arg)
+            for name_arg in names:
+                cache.forget(name_arg)
 
     def forget(self, db: int, keys: Sequence[bytes]) -> None:
         cache = self._dbs.get(db)

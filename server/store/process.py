@@ -146,6 +146,10 @@ class DataDirLock:
                                   "(--dir)") from exc
         self._handle = handle
 
+    def fileno(self) -> int:
+        """The locked file's descriptor, handed to the store child so the lock lives as long as it does."""
+        return self._handle.fileno() if self._handle is not None else -1
+
     def release(self) -> None:
         if self._handle is not None:
             self._handle.close()
@@ -198,9 +202,12 @@ class StoreProcess:
         self._stopping = False
         launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(os.getpid()), self.binary]
         try:
+            # The lock's descriptor goes to the child too: if we are killed, a restarted server cannot take the
+            # data directory while the old store is still writing its last snapshot there.
+            held = [self._lock.fileno()] if self._lock is not None and self._lock.fileno() >= 0 else []
             self._proc = subprocess.Popen([*launcher, *self.arguments()], stdin=subprocess.DEVNULL,
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                          start_new_session=True, close_fds=True)
+                                          start_new_session=True, close_fds=True, pass_fds=held)
         except OSError as exc:
             raise StoreStartError(f"cannot run store binary {self.binary}: {exc.strerror} ({OPTION_HINT})") from exc
         await self._wait_until_ready(self._proc)

@@ -383,3 +383,15 @@ def test_shutdown_stops_our_server_and_its_store_not_just_the_store(tmp_path: Pa
     with server_process("--port", str(port), "--dir", str(tmp_path)):
         wait_for_port(port)
         assert redis.Redis(port=port).execute_command("AI.TENSORGET", "kept", "BLOB") == BLOB
+
+
+def test_clients_cannot_take_the_private_store_out_of_our_hands(embedded: RunningServer) -> None:
+    conn = embedded.client()
+    for command in (("REPLICAOF", "127.0.0.1", "1"), ("CONFIG", "SET", "requirepass", "x"),
+                    ("CONFIG", "SET", "maxmemory", "1gb", "unixsocketperm", "777"), ("ACL", "SETUSER", "eve", "on"),
+                    ("MODULE", "LIST")):
+        with pytest.raises(redis.ResponseError, match="is not allowed: the embedded store belongs to this server"):
+            conn.execute_command(*command)
+    assert conn.execute_command("CONFIG", "SET", "maxmemory", "1gb") == b"OK"
+    assert conn.execute_command("ACL", "WHOAMI") == b"default"
+    assert conn.execute_command("AI.TENSORSET", "t", "FLOAT", 1, "VALUES", 1) == b"OK"  # our links still log in

@@ -96,3 +96,12 @@ def test_an_inline_run_past_its_deadline_does_not_start(deadline: float) -> None
     run = _run(FakeModel(), deadline=deadline)
     InlinePolicy(200).run_here(run, DeviceQueue("CPU"))
     assert run.timed_out and run.slots[1] is None
+
+
+def test_a_model_measured_on_small_inputs_is_not_inlined_on_big_ones() -> None:
+    policy, queue, model = InlinePolicy(200), DeviceQueue("CPU"), FakeModel()
+    _observed(policy, _run(model), 10)
+    big = _run(model)
+    big.slots[0] = Tensor.from_numpy(np.zeros(100_000, dtype=np.float32))
+    assert policy.eligible(_run(model), queue)
+    assert not policy.eligible(big, queue)

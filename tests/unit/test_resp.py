@@ -223,3 +223,31 @@ def test_non_bulk_elements_are_left_to_the_python_parser() -> None:
     assert parser.next_command() == [b"PING"]
     with pytest.raises(ProtocolError, match=r"^ERR Protocol error: expected '\$', got ':'$"):
         parser.next_command()
+
+
+@pytest.mark.parametrize(("frame", "error"), [
+    (b"*1\r\n+PING\r\n", "ERR Protocol error: expected '$', got '+'"),
+    (b"*1\r\n(123\r\n", "ERR Protocol error: expected '$', got '('"),
+    (b"*1\r\n=8\r\ntxt:abcd\r\n", "ERR Protocol error: expected '$', got '='"),
+])
+def test_resp3_scalars_inside_a_request_are_refused_as_redis_refuses_them(frame: bytes, error: str) -> None:
+    parser = RequestParser()
+    parser.feed(_encode_request([b"PING"]) + frame + _encode_request([b"ECHO", b"x"]))
+    assert parser.next_command() == [b"PING"]
+    with pytest.raises(ProtocolError) as info:
+        parser.next_command()
+    assert info.value.message == error
+
+
+def test_a_set_or_push_frame_after_a_command_is_not_taken_for_a_multibulk() -> None:
+    parser = RequestParser()
+    parser.feed(_encode_request([b"PING"]) + b"~1\r\n$4\r\nPING\r\n")
+    assert parser.next_command() == [b"PING"]
+    assert parser.next_command() == [b"~1"]  # Redis reads a line that does not start with '*' as inline
+
+
+def test_the_fast_path_honours_custom_limits() -> None:
+    parser = RequestParser(Limits(max_bulk_len=3))
+    parser.feed(_encode_request([b"GET", b"toolong"]))
+    with pytest.raises(ProtocolError, match=r"invalid bulk length"):
+        parser.next_command()
