@@ -27,6 +27,18 @@ class ProtocolError(AIError):
     """A malformed or over-limit request: answered, then the connection is closed."""
 
 
+# Store replies that say "not now", not "not that kind of key": passed through, never turned into WRONGTYPE.
+_UNAVAILABLE_PREFIXES = ("LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "ERR backing store unavailable")
+
+
+def raise_if_unavailable(*replies: object) -> None:
+    """Raise a store reply that means the store cannot answer now (LOADING after a restart, a busy script …),
+    so callers that map every other error value to WRONGTYPE do not tell clients their key is corrupt."""
+    for reply in replies:
+        if isinstance(reply, AIError) and reply.message.startswith(_UNAVAILABLE_PREFIXES):
+            raise reply
+
+
 def wrong_arity(command_as_typed: str) -> AIError:
     """Redis's generic arity error, echoing the command name exactly as the client typed it."""
     return AIError(f"ERR wrong number of arguments for '{command_as_typed}' command")

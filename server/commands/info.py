@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
-from backends.errors import AIError, wrong_arity
+from backends.errors import AIError, raise_if_unavailable, wrong_arity
 from backends.objects import MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
 from server.ai import RunStats
 from server.resp_reply import OK
@@ -43,6 +43,7 @@ async def cmd_aiinfo(client: ClientConnection, argv: list[bytes]) -> Any:
 
 async def _still_stored(keyspace: Keyspace, stats: RunStats) -> bool:
     marker = await keyspace.pipeline([(b"HGET", stats.key, MARKER_FIELD)])
+    raise_if_unavailable(marker[0])
     return bool(marker[0] == _MARKERS.get(stats.kind))
 
 

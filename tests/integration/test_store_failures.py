@@ -80,3 +80,62 @@ def test_database_of_the_store_url_is_every_clients_default(real_redis_url: str)
         assert conn.exists("t") == 1  # relayed EXISTS and the AI write agree on the database
         assert direct.exists("t", "plain") == 2
         assert int(conn.client_info()["db"]) == 3
+
+
+LOADING = b"-LOADING Valkey is loading the dataset in memory\r\n"
+
+
+def _loading_store() -> tuple[int, threading.Event]:
+    """A store that has just restarted and is still loading: PONG to PING, LOADING to everything else."""
+    import hiredis
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    stop = threading.Event()
+
+    def serve_one(conn: socket.socket) -> None:
+        reader = hiredis.Reader()
+        conn.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                data = conn.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if not data:
+                return
+            reader.feed(data)
+            while (request := reader.gets()) is not False:
+                conn.sendall(b"+PONG\r\n" if request[0].upper() == b"PING" else LOADING)
+
+    def serve() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=serve_one, args=(conn,), daemon=True).start()
+        listener.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return int(listener.getsockname()[1]), stop
+
+
+def test_a_loading_store_is_reported_as_loading_never_as_a_wrong_type() -> None:
+    port, stop = _loading_store()
+    try:
+        with running_server(Config(port=0, redis_url=f"redis://127.0.0.1:{port}")) as server:
+            raw = server.raw()  # redis-py would retry LOADING for seconds; the raw reply is what is checked
+            for command in (("AI.MODELEXECUTE", "m", "INPUTS", 1, "a", "OUTPUTS", 1, "b"),
+                            ("AI.SCRIPTEXECUTE", "s", "f", "INPUTS", 1, "a", "OUTPUTS", 1, "b"),
+                            ("AI.DAGEXECUTE", "LOAD", 1, "a", "|>", "AI.TENSORGET", "a", "VALUES"),
+                            ("AI.MODELGET", "m"), ("AI.SCRIPTGET", "s"), ("AI.TENSORGET", "a", "VALUES"),
+                            ("AI.MODELDEL", "m"), ("AI.TENSORSET", "a", "FLOAT", 1, "VALUES", 1)):
+                args = [str(part).encode() for part in command]
+                request = b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+                assert raw.call(request, LOADING) == LOADING, command
+    finally:
+        stop.set()
