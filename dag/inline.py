@@ -76,7 +76,9 @@ class InlinePolicy:
         elapsed = execute_step(run, step, queue.name)
         self._remember(run, step, elapsed * 1_000_000)  # wall time: on the loop thread nothing else runs meanwhile
         self.inline_runs += 1
+        ended = time.perf_counter()
         with queue.cond:
+            queue.recent.append((ended - elapsed, ended))
             queue.busy_seconds += elapsed
             queue.executed += 1
 

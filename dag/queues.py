@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from dag.batching import WaitForBatch, select_batch
 from dag.runinfo import DeviceTicket, RunInfo, make_tickets
 
+RECENT_CALLS = 64
+
 
 @dataclass(eq=False)
 class DeviceQueue:
@@ -29,6 +31,8 @@ class DeviceQueue:
     busy_seconds: float = 0.0  # total time workers spent executing steps (INFO)
     executed: int = 0  # model/script calls made (a batch is one call)
     batched_requests: int = 0  # requests that ran inside a batch of two or more
+    # (start, end) perf_counter stamps of the last calls: parallelism is checked from these, not from wall time
+    recent: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=RECENT_CALLS))
 
     def push_back(self, ticket: DeviceTicket) -> None:
         with self.cond:

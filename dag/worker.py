@@ -92,7 +92,9 @@ class Worker:
             self._advance(ticket)
 
     def _count(self, elapsed: float, batch: int = 1) -> None:
+        ended = time.perf_counter()
         with self.queue.cond:
+            self.queue.recent.append((ended - elapsed, ended))
             self.queue.busy_seconds += elapsed
             self.queue.executed += 1
             self.queue.batched_requests += batch if batch > 1 else 0

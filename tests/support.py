@@ -153,6 +153,14 @@ def running_server(config: Config) -> Iterator[RunningServer]:
         loop.close()
 
 
+def assert_overlapped(server: RunningServer, first: str, second: str) -> None:
+    """The last calls on two device queues ran at the same time: each started before the other ended (the
+    stamps the workers record; no wall-clock threshold, so a loaded machine cannot fail it)."""
+    queues = server.server.ctx.ai.queues.queues
+    (start_a, end_a), (start_b, end_b) = queues[first].recent[-1], queues[second].recent[-1]
+    assert start_a < end_b and start_b < end_a, f"{first} ran {start_a:.4f}-{end_a:.4f}, {second} {start_b:.4f}-{end_b:.4f}"
+
+
 class RawClient:
     """A plain socket speaking RESP bytes, for asserting exact wire replies."""
 

@@ -11,7 +11,7 @@ import redis
 
 from server.config import Config
 from tests import models
-from tests.support import RunningServer, running_server
+from tests.support import RunningServer, assert_overlapped, running_server
 
 SET_A = ("AI.TENSORSET", "a", "FLOAT", 2, "VALUES", 1, 2)
 
@@ -192,8 +192,9 @@ def test_disconnecting_mid_dag_costs_only_its_own_work(server: RunningServer) ->
 
 
 @pytest.mark.parametrize("store", ["embedded"])
-def test_two_devices_beat_one(store: str) -> None:
-    """Two slow independent branches on CPU:0 and CPU:1 finish in < 0.8x the same DAG on one device."""
+def test_two_devices_run_branches_at_once(store: str) -> None:
+    """Two independent branches on CPU:0 and CPU:1 run at the same time; on one device, one after the other.
+    (The speed-up itself is measured by `python -m bench.dag_bench`.)"""
     with running_server(Config(port=0, intra_op_parallelism=1)) as server:
         conn = server.client()
         blob = models.torch_slow()
@@ -201,17 +202,15 @@ def test_two_devices_beat_one(store: str) -> None:
             _store(conn, key, blob, device)
         conn.execute_command("AI.TENSORSET", "x", "FLOAT", 256, 256, "BLOB", bytes(256 * 256 * 4))
 
-        def timed(first: str, second: str) -> float:
-            started = time.perf_counter()
+        def run(first: str, second: str) -> None:
             dag(conn, "LOAD", 1, "x", "|>", "AI.MODELEXECUTE", first, "INPUTS", 1, "x", "OUTPUTS", 1, "y1",
                 "|>", "AI.MODELEXECUTE", second, "INPUTS", 1, "x", "OUTPUTS", 1, "y2")
-            return time.perf_counter() - started
 
-        timed("s0", "s1")
-        timed("c0", "c1")
-        two = min(timed("s0", "s1") for _ in range(3))
-        one = min(timed("c0", "c1") for _ in range(3))
-        assert two < 0.8 * one, f"two devices {two:.3f}s vs one device {one:.3f}s"
+        run("s0", "s1")
+        assert_overlapped(server, "CPU:0", "CPU:1")  # the two branches ran at the same time
+        run("c0", "c1")
+        (_, end_a), (start_b, _) = list(server.server.ctx.ai.queues.queues["CPU"].recent)[-2:]
+        assert end_a <= start_b  # on one device (one worker) they ran one after the other
 
 
 def test_chain_with_a_script(client: redis.Redis) -> None:
