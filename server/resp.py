@@ -30,6 +30,7 @@ QUERY_BUFFER_LIMIT = 1024 * 1024 * 1024  # client-query-buffer-limit default
 _COMPACT_AT = 256 * 1024
 UNAUTHENTICATED_MAX_MULTIBULK = 10  # Redis 7: before AUTH, requests stay small
 UNAUTHENTICATED_MAX_BULK = 16384
+BIG_BULK = 64 * 1024  # a bulk at least this big that is still arriving is collected in chunks
 HIREDIS_MAX_BUFFER = 64 * 1024  # larger buffers hold big values: the Python parser copies them once, hiredis twice
 
 
@@ -72,14 +73,40 @@ class RequestParser:
     _pending: int = -1  # arguments still expected by the multibulk being parsed; -1 = none in progress
     _args: list[bytes] = field(default_factory=list)
     _ready: deque[list[bytes]] = field(default_factory=deque)  # parsed by the fast path, not yet returned
+    # A big bulk still arriving: its chunks so far (joined once, at the end), the bytes it still needs, and
+    # the CR LF after it still to skip. Appending 1 MB in 64 KB reads to the buffer copied it again and again.
+    _big: list[bytes | memoryview] | None = None
+    _big_size: int = 0
+    _big_need: int = 0
+    _skip: int = 0
 
     def feed(self, data: bytes) -> None:
+        if self._skip or self._big is not None:
+            data = self._take_big(data)
         self._buf += data
-        if len(self._buf) - self._pos > self.limits.query_buffer_limit:
+        if self.buffered() > self.limits.query_buffer_limit:
             raise ProtocolError(msgs.PROTO_QUERYBUF_MSG)
 
     def buffered(self) -> int:
-        return len(self._buf) - self._pos
+        return len(self._buf) - self._pos + (self._big_size - self._big_need if self._big is not None else 0)
+
+    def _take_big(self, data: bytes) -> bytes:
+        """Give the big bulk in progress what it needs of ``data``, and the CR LF after it; return the rest."""
+        view = memoryview(data)
+        if self._big is not None:
+            taken = view[: self._big_need]
+            self._big.append(taken)
+            self._big_need -= len(taken)
+            view = view[len(taken) :]
+            if self._big_need:
+                return b""
+            self._args.append(b"".join(self._big))  # the one copy of a big argument
+            self._big = None
+            self._pending -= 1
+            self._skip = 2
+        skipped = min(self._skip, len(view))
+        self._skip -= skipped
+        return bytes(view[skipped:])
 
     def next_command(self) -> list[bytes] | None:
         if self._ready or (self._pending < 0 and self.authenticated and self._fast_parse()):
@@ -176,12 +203,23 @@ class RequestParser:
             if not self.authenticated and size > UNAUTHENTICATED_MAX_BULK:
                 raise ProtocolError(msgs.PROTO_UNAUTH_BULK_MSG)
             start = end + 2
+            if size >= BIG_BULK and len(buf) - start < size:
+                self._start_big(start, size)
+                return False
             if len(buf) < start + size + 2:
                 return False
             self._args.append(bytes(memoryview(buf)[start : start + size]))  # one copy, not two
             self._pos = start + size + 2
             self._pending -= 1
         return True
+
+    def _start_big(self, start: int, size: int) -> None:
+        """Collect this bulk's bytes apart from the buffer (``_take_big``), which then starts empty."""
+        self._big = [bytes(memoryview(self._buf)[start:])]
+        self._big_size = size
+        self._big_need = size - len(self._big[0])
+        self._buf = bytearray()
+        self._pos = 0
 
     def _parse_inline(self) -> list[bytes] | None:
         end = self._buf.find(b"\n", self._pos)
