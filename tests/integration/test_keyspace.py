@@ -1,4 +1,4 @@
-"""server/keyspace.py over both stores: batched reads in one round trip, atomic multi-key writes."""
+"""server/store/keyspace.py over both stores: batched reads in one round trip, atomic multi-key writes."""
 
 from __future__ import annotations
 
