@@ -15,6 +15,7 @@ from dag.runinfo import StepResult
 from server.config import Config
 from server.handle_cache import HandleCache
 from server.script_cache import ScriptCache
+from server.store.atomic import RECORD_RUN, ScriptCall, stats_key
 
 MODEL_CACHE_CAPACITY = 64
 
@@ -93,20 +94,25 @@ class AIState:
         self.models = ModelCache(self.backends, self.settings)
         self.scripts = ScriptCache(intra_op_threads=self.settings.runtime_options().intra_op_threads)
 
-    def record(self, key: bytes, result: StepResult, samples: int) -> None:
+    def record(self, key: bytes, result: StepResult, samples: int) -> list[ScriptCall]:
         """AI.INFO bookkeeping after a run (REDISAI-REFERENCE §2.14): a success adds its duration, samples
-        and a call; a failure adds a call and an error; an op that never ran adds nothing."""
+        and a call; a failure adds a call and an error; an op that never ran adds nothing. Returns the update
+        of the store's counters (server/store/atomic.py RECORD_RUN) for the caller's next round trip; this
+        process's own record (metrics labels, INFO ai) is updated here."""
         stats = self.stats.get(key)
         self._count_run(key, stats, result)
-        if stats is None:
-            return
         if result.ok:
-            stats.calls += 1
-            stats.duration_us += result.duration_us
-            stats.samples += samples
+            added = (1, result.duration_us, samples, 0)
         elif result.error is not None:
-            stats.calls += 1
-            stats.errors += 1
+            added = (1, 0, 0, 1)
+        else:
+            return []
+        if stats is not None:
+            stats.calls += added[0]
+            stats.duration_us += added[1]
+            stats.samples += added[2]
+            stats.errors += added[3]
+        return [(RECORD_RUN, [stats_key(key)], [str(n).encode() for n in added])]
 
     def _count_run(self, key: bytes, stats: RunStats | None, result: StepResult) -> None:
         """Server-wide run counters (INFO ai) and the metrics hook; an op that never ran is not counted."""

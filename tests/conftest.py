@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from server.config import Config
+from server.store.embedded import EmbeddedStore
 from tests.support import RunningServer, ci, redis_server_process, running_server
 
 
@@ -47,6 +48,19 @@ def store_url(request: pytest.FixtureRequest) -> str:
 def server(store_url: str) -> Iterator[RunningServer]:
     with running_server(Config(port=0, redis_url=store_url, shutdown_timeout=2.0)) as running:
         yield running
+
+
+def _store_url(server: RunningServer, store_url: str) -> str:
+    store = server.server.ctx.store
+    return f"unix://{store.process.socket_path}" if isinstance(store, EmbeddedStore) else store_url
+
+
+@pytest.fixture
+def shared_store(server: RunningServer, store_url: str) -> Iterator[tuple[redis.Redis, redis.Redis, redis.Redis]]:
+    """A client of our server, one of a second server on the same store, and one of the store itself."""
+    url = _store_url(server, store_url)
+    with running_server(Config(port=0, redis_url=url, shutdown_timeout=2.0)) as other:
+        yield server.client(), other.client(), redis.Redis.from_url(url)
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ from server.commands.script import fetch_source, script_work
 from server.execution import execute_run
 from server.metrics import Metrics
 from server.resp_reply import OK, Status
+from server.store.atomic import ScriptCall
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -67,14 +68,17 @@ async def run_dag(client: ClientConnection, argv: list[bytes], kind: DagKind) ->
     run, step_of_op = build_run(ops, resolved, loaded, works, header.timeout_ms, client.ctx.metrics)
     if run.steps:
         await execute_run(ai.queues, run, ai.inline)
-    _record_stats(ai, ops, run, step_of_op)
+    counters = _record_stats(ai, ops, run, step_of_op)
     if run.timed_out:
+        await keyspace.run_scripts(counters)
         return Status(msgs.TIMEDOUT_STATUS)
     reply = [_op_element(op, i, run, resolved, step_of_op) for i, op in enumerate(ops)]
     if run.error is None and header.persist:
-        failure = await _persist(keyspace, resolved, run, persist_checks)
+        failure = await _persist(keyspace, resolved, run, persist_checks, counters)
         if failure is not None:
             reply.append(failure)
+    else:
+        await keyspace.run_scripts(counters)
     return reply
 
 
@@ -160,22 +164,27 @@ def _op_element(op: DagOp, index: int, run: RunInfo, resolved: ResolvedDag, step
     return result.error if result.error is not None else NA
 
 
-async def _persist(keyspace: Keyspace, resolved: ResolvedDag, run: RunInfo, checks: list[Any]) -> AIError | None:
-    """Write every PERSIST tensor in one atomic, checked step; a key holding a non-tensor is the extra error element."""
+async def _persist(keyspace: Keyspace, resolved: ResolvedDag, run: RunInfo, checks: list[Any],
+                   counters: list[ScriptCall]) -> AIError | None:
+    """Write every PERSIST tensor in one atomic, checked step, with the ops' AI.INFO ``counters``; a key
+    holding a non-tensor is the extra error element."""
     try:
         check_output_types(checks)
     except AIError as exc:
+        await keyspace.run_scripts(counters)
         return exc
     names = [name for name, _slot in resolved.persist]
     try:
-        await keyspace.set_tensors(names, [encode_tensor(run.slots[slot]) for _name, slot in resolved.persist])
+        await keyspace.set_tensors(names, [encode_tensor(run.slots[slot]) for _name, slot in resolved.persist],
+                                   also=counters)
     except AIError as exc:
         return exc
     return None
 
 
-def _record_stats(ai: AIState, ops: list[DagOp], run: RunInfo, step_of_op: dict[int, int]) -> None:
+def _record_stats(ai: AIState, ops: list[DagOp], run: RunInfo, step_of_op: dict[int, int]) -> list[ScriptCall]:
     """AI.INFO after the whole DAG: samples = dim 0 of a model op's first output; scripts count none."""
+    counters: list[ScriptCall] = []
     for index, step_index in step_of_op.items():
         op = ops[index]
         assert isinstance(op, (ModelOp, ScriptOp))
@@ -184,4 +193,5 @@ def _record_stats(ai: AIState, ops: list[DagOp], run: RunInfo, step_of_op: dict[
             outputs = run.steps[step_index].outputs
             first = run.slots[outputs[0]] if outputs else None
             samples = first.shape[0] if first is not None and first.shape else 0
-        ai.record(op.key, run.results[step_index], samples)
+        counters += ai.record(op.key, run.results[step_index], samples)
+    return counters

@@ -2,10 +2,11 @@
 
     AI.INFO <key> [RESETSTAT]
 
-Records live in ``ServerContext.ai.stats`` by key name: registered (zeroed) when a model or script is
-stored, updated after every run (``AIState.record``), removed by AI.MODELDEL / AI.SCRIPTDEL. A key removed
-behind our back (DEL, UNLINK, expiry, overwrite, FLUSHALL, or through another client of the backing Redis)
-is caught here: the record answers only while the key still holds a model/script in the caller's database.
+The counters live in the store, in a hash beside the object (``__redisai_stats__:<key>``, server/store/atomic.py):
+zeroed when a model or script is stored, incremented after every run in the run's own write round trip,
+deleted by AI.MODELDEL / AI.SCRIPTDEL. So every server and every process sharing the store answers the same.
+A key removed behind our back (DEL, UNLINK, expiry, overwrite, FLUSHALL, RENAME) is caught here: the record
+answers only while the key still holds a model/script in the caller's database and its counters exist.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from backends.errors import AIError, raise_if_unavailable, wrong_arity
 from backends.objects import MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
 from server.ai import RunStats
 from server.resp_reply import OK
+from server.store.atomic import STAT_FIELDS, stats_key
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
     from server.connection import ClientConnection
 
-_MARKERS: Mapping[str, bytes] = MappingProxyType({"MODEL": MODEL_MARKER, "SCRIPT": SCRIPT_MARKER})
+_KINDS: Mapping[bytes, str] = MappingProxyType({MODEL_MARKER: "MODEL", SCRIPT_MARKER: "SCRIPT"})
 
 
 async def cmd_aiinfo(client: ClientConnection, argv: list[bytes]) -> Any:
@@ -32,23 +34,28 @@ async def cmd_aiinfo(client: ClientConnection, argv: list[bytes]) -> Any:
     than RESETSTAT is ignored (quirk 20)."""
     if not 2 <= len(argv) <= 3:
         raise wrong_arity(argv[0].decode(errors="replace"))
-    stats = client.ctx.ai.stats.get(argv[1])
-    if stats is None or not await _still_stored(client.keyspace(), stats):
+    keyspace = client.keyspace()
+    stats = await read_stats(keyspace, argv[1])
+    if stats is None:
         raise AIError(msgs.INFO_NO_RUN_INFO_MSG)
     if len(argv) == 3 and argv[2].upper() == b"RESETSTAT":
-        reset_stats(stats)
+        await keyspace.pipeline([(b"HSET", stats_key(argv[1]), *(part for f in STAT_FIELDS for part in (f, b"0")))])
         return OK
     return info_reply(stats)
 
 
-async def _still_stored(keyspace: Keyspace, stats: RunStats) -> bool:
-    marker = await keyspace.pipeline([(b"HGET", stats.key, MARKER_FIELD)])
-    raise_if_unavailable(marker[0])
-    return bool(marker[0] == _MARKERS.get(stats.kind))
-
-
-def reset_stats(stats: RunStats) -> None:
-    stats.duration_us = stats.samples = stats.calls = stats.errors = 0
+async def read_stats(keyspace: Keyspace, key: bytes) -> RunStats | None:
+    """The record of the model or script at ``key`` from the store: its metadata and its counters (kept
+    beside it, server/store/atomic.py), in one round trip; None unless both are there."""
+    meta, counters = await keyspace.pipeline([(b"HMGET", key, MARKER_FIELD, b"backend", b"device", b"tag"),
+                                              (b"HMGET", stats_key(key), *STAT_FIELDS)])
+    raise_if_unavailable(meta, counters)
+    if not isinstance(meta, list) or meta[0] not in _KINDS or not isinstance(counters, list) or None in counters:
+        return None
+    kind = _KINDS[meta[0]]
+    calls, duration, samples, errors = (int(value) for value in counters)
+    return RunStats(key, kind, (meta[1] or b"TORCH").decode(), (meta[2] or b"").decode(), meta[3] or b"",
+                    duration, samples, calls, errors)
 
 
 def info_reply(stats: RunStats) -> list[Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
@@ -44,7 +44,7 @@ from server.commands.stored import delete_stored, scan_stored
 from server.execution import execute_run
 from server.metrics import Metrics
 from server.resp_reply import OK, Status
-from server.store.atomic import STORE_OBJECT
+from server.store.atomic import STORE_OBJECT, ScriptCall, stats_key
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -79,7 +79,8 @@ async def _store(client: ClientConnection, req: ModelStoreRequest) -> Any:
     if req.backend != "TF":  # TORCH/ONNX name their inputs and outputs themselves
         draft = ModelMeta(req.backend, req.device, req.tag, req.batchsize, req.minbatchsize, req.minbatchtimeout,
                           tuple(loaded.input_names), tuple(loaded.output_names), digest)
-    await client.keyspace().run_script(STORE_OBJECT, [req.key], [MODEL_MARKER, *model_hash_fields(draft, req.blob)])
+    await client.keyspace().run_script(STORE_OBJECT, [req.key, stats_key(req.key)],
+                                       [MODEL_MARKER, *model_hash_fields(draft, req.blob)])
     ai.models.put(draft, loaded)
     ai.queues.queue(draft.device.queue_name)
     ai.stats[req.key] = RunStats(req.key, "MODEL", draft.backend, draft.device.text, draft.tag)
@@ -125,9 +126,9 @@ async def cmd_modeldel(client: ClientConnection, argv: list[bytes]) -> Any:
     return await delete_stored(client, argv, MODEL_MARKER, msgs.MODEL_KEY_EMPTY_MSG)
 
 
-def cmd_modelscan(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_modelscan(client: ClientConnection, argv: list[bytes]) -> Any:
     """AI._MODELSCAN"""
-    return scan_stored(client, argv, "MODEL")
+    return await scan_stored(client, argv, MODEL_MARKER)
 
 
 # --- executing ----------------------------------------------------------------------------------------------------
@@ -170,12 +171,13 @@ async def _execute(client: ClientConnection, argv: list[bytes], parse: ParseExec
     run = one_op_run(meta, ModelWork(model, len(meta.outputs)), inputs, len(req.outputs), req.timeout_ms,
                      batch_spec(meta, req.key, client.ctx.metrics))
     await execute_run(ai.queues, run, ai.inline)
-    _record_stats(client, req.key, run, len(inputs))
-    if run.timed_out:
+    counters = _record_stats(client, req.key, run, len(inputs))
+    if run.timed_out or run.error is not None:
+        await keyspace.run_scripts(counters)
+        if run.error is not None:
+            raise run.error
         return Status(msgs.TIMEDOUT_STATUS)
-    if run.error is not None:
-        raise run.error
-    await write_outputs(keyspace, req.outputs, run.slots[len(inputs) :])
+    await write_outputs(keyspace, req.outputs, run.slots[len(inputs) :], counters)
     return OK
 
 
@@ -253,14 +255,16 @@ def one_op_run(meta: ModelMeta, work: ModelWork, inputs: list[Tensor], n_outputs
     return RunInfo([step], [*inputs, *([None] * n_outputs)], deadline=deadline)
 
 
-async def write_outputs(keyspace: Keyspace, keys: tuple[bytes, ...], tensors: list[Any]) -> None:
+async def write_outputs(keyspace: Keyspace, keys: tuple[bytes, ...], tensors: list[Any],
+                        counters: Sequence[ScriptCall] = ()) -> None:
     """Write every output tensor in one atomic step that checks each key again (an overwrite also drops any
-    TTL, as RedisAI's does); WRONGTYPE and nothing written if a key was turned into something else meanwhile."""
-    await keyspace.set_tensors(keys, [encode_tensor(t) for t in tensors])
+    TTL, as RedisAI's does); WRONGTYPE and nothing written if a key was turned into something else meanwhile.
+    The run's AI.INFO ``counters`` go in the same round trip."""
+    await keyspace.set_tensors(keys, [encode_tensor(t) for t in tensors], also=counters)
 
 
-def _record_stats(client: ClientConnection, key: bytes, run: RunInfo, n_inputs: int) -> None:
+def _record_stats(client: ClientConnection, key: bytes, run: RunInfo, n_inputs: int) -> list[ScriptCall]:
     """AI.INFO: samples = dim 0 of the first output (REDISAI-REFERENCE §2.14)."""
     first = run.slots[n_inputs] if len(run.slots) > n_inputs else None
     samples = first.shape[0] if first is not None and first.shape else 0
-    client.ctx.ai.record(key, run.results[0], samples)
+    return client.ctx.ai.record(key, run.results[0], samples)

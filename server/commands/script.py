@@ -46,7 +46,7 @@ from server.commands.stored import delete_stored, scan_stored
 from server.execution import execute_run
 from server.resp_reply import OK, Status
 from server.script_host import LoopScriptHost
-from server.store.atomic import STORE_OBJECT
+from server.store.atomic import STORE_OBJECT, stats_key
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ async def _store(client: ClientConnection, req: ScriptStoreRequest) -> Any:
     ai = client.ctx.ai
     meta = ScriptMeta(req.device, req.tag, req.entry_points, blob_digest(req.source))
     compiled = await ai.scripts.compile(req.source, req.device, req.entry_points)
-    await client.keyspace().run_script(STORE_OBJECT, [req.key],
+    await client.keyspace().run_script(STORE_OBJECT, [req.key, stats_key(req.key)],
                                        [SCRIPT_MARKER, *script_hash_fields(meta, req.source)])
     ai.scripts.put(meta, compiled)
     ai.queues.queue(meta.device.queue_name)
@@ -132,9 +132,9 @@ async def cmd_scriptdel(client: ClientConnection, argv: list[bytes]) -> Any:
     return await delete_stored(client, argv, SCRIPT_MARKER, msgs.SCRIPT_KEY_EMPTY_MSG)
 
 
-def cmd_scriptscan(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_scriptscan(client: ClientConnection, argv: list[bytes]) -> Any:
     """AI._SCRIPTSCAN"""
-    return scan_stored(client, argv, "SCRIPT")
+    return await scan_stored(client, argv, SCRIPT_MARKER)
 
 
 # --- executing ----------------------------------------------------------------------------------------------------
@@ -190,12 +190,13 @@ async def _execute(client: ClientConnection, argv: list[bytes], parse: ParseExec
     compiled = await ai.scripts.get(meta, lambda: fetch_source(keyspace, req.key))
     run = _one_op_run(meta, script_work(client.ctx, meta, compiled, req), inputs, len(req.outputs), req.timeout_ms)
     await execute_run(ai.queues, run, ai.inline)
-    ai.record(req.key, run.results[0], 0)  # RedisAI counts no samples for scripts (AI.INFO shows -1)
-    if run.timed_out:
+    counters = ai.record(req.key, run.results[0], 0)  # RedisAI counts no samples for scripts (AI.INFO shows -1)
+    if run.timed_out or run.error is not None:
+        await keyspace.run_scripts(counters)
+        if run.error is not None:
+            raise run.error
         return Status(msgs.TIMEDOUT_STATUS)
-    if run.error is not None:
-        raise run.error
-    await write_outputs(keyspace, req.outputs, run.slots[len(inputs) :])
+    await write_outputs(keyspace, req.outputs, run.slots[len(inputs) :], counters)
     return OK
 
 

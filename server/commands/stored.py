@@ -5,9 +5,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from backends.errors import AIError, wrong_arity
+from backends.errors import AIError, raise_if_unavailable, wrong_arity
+from backends.objects import MARKER_FIELD
 from server.resp_reply import OK
-from server.store.atomic import DELETE_OBJECT
+from server.store.atomic import DELETE_OBJECT, STATS_PREFIX, stats_key
+from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
     from server.connection import ClientConnection
@@ -19,17 +21,35 @@ async def delete_stored(client: ClientConnection, argv: list[bytes], marker: byt
     """AI.MODELDEL / AI.SCRIPTDEL key: DEL restricted to the right kind of object; its stats go too."""
     if len(argv) != 2:
         raise wrong_arity(argv[0].decode(errors="replace"))
-    if not await client.keyspace().run_script(DELETE_OBJECT, [argv[1]], [marker]):  # checked and deleted at once
+    if not await client.keyspace().run_script(DELETE_OBJECT, [argv[1], stats_key(argv[1])], [marker]):  # at once
         raise AIError(empty_msg)
     client.ctx.ai.stats.pop(argv[1], None)
     client.ctx.metrics.forget(argv[1])
     return OK
 
 
-def scan_stored(client: ClientConnection, argv: list[bytes], kind: str) -> Any:
-    """AI._MODELSCAN / AI._SCRIPTSCAN: [key, tag] of every object of ``kind`` stored through this server
-    (RedisAI lists its process-wide stats registry the same way)."""
+async def scan_stored(client: ClientConnection, argv: list[bytes], marker: bytes) -> Any:
+    """AI._MODELSCAN / AI._SCRIPTSCAN: [key, tag] of every object of that kind in the caller's database, whoever
+    stored it. RedisAI lists its stats registry; ours is in the store (the counters beside each object), so
+    the scan walks those and keeps the keys that still hold such an object: a DEL, RENAME, expiry or flush
+    by anyone is followed. It walks the whole keyspace (SCAN), as an experimental admin command may."""
     if len(argv) != 1:
         raise wrong_arity(argv[0].decode(errors="replace"))
     log.warning("%s is experimental", argv[0].decode(errors="replace").upper())
-    return [[s.key, s.tag] for s in client.ctx.ai.stats.values() if s.kind == kind]
+    keyspace = client.keyspace()
+    names = await _stats_names(keyspace)
+    tags = await keyspace.pipeline([(b"HMGET", name, MARKER_FIELD, b"tag") for name in names])
+    raise_if_unavailable(*tags)
+    return [[name, found[1]] for name, found in zip(names, tags, strict=True)
+            if isinstance(found, list) and found[0] == marker]
+
+
+async def _stats_names(keyspace: Keyspace) -> list[bytes]:
+    """The object keys that have counters in this database (SCAN MATCH over the counters' prefix)."""
+    cursor, names = b"0", []
+    while True:
+        reply = await keyspace.call(b"SCAN", cursor, b"MATCH", STATS_PREFIX + b"*", b"COUNT", b"1000")
+        cursor, batch = reply
+        names += [key[len(STATS_PREFIX) :] for key in batch]
+        if cursor == b"0":
+            return names

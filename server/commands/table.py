@@ -75,7 +75,8 @@ COMMAND_TABLE: Mapping[str, CommandSpec] = MappingProxyType({
                     "Runs a model (deprecated 1.0 form of AI.MODELEXECUTE).",
                     "AI.MODELRUN key [TIMEOUT ms] INPUTS key ... OUTPUTS key ...", waits=True, ai=True),
         CommandSpec("AI._MODELSCAN", model.cmd_modelscan, -1, ("readonly",), 0, 0, 0, _AI,
-                    "Lists the models stored through this server (experimental).", "AI._MODELSCAN", ai=True),
+                    "Lists the models in the caller's database, whoever stored them (experimental).",
+                    "AI._MODELSCAN", waits=True, ai=True),
         CommandSpec("AI.DAGEXECUTE", dag.cmd_dagexecute, -1, _EXEC_FLAGS, 0, 0, 0, _AI,
                     "Runs a DAG of tensor, model and script ops, across devices.",
                     "AI.DAGEXECUTE [LOAD n key ...] [PERSIST n key ...] [ROUTING key] [TIMEOUT ms] |> op [|> op ...]",
@@ -119,7 +120,8 @@ COMMAND_TABLE: Mapping[str, CommandSpec] = MappingProxyType({
                     "AI.SCRIPTRUN key function [TIMEOUT ms] INPUTS key ... [$ key ...] OUTPUTS key ...",
                     waits=True, ai=True),
         CommandSpec("AI._SCRIPTSCAN", script.cmd_scriptscan, -1, ("readonly",), 0, 0, 0, _AI,
-                    "Lists the scripts stored through this server (experimental).", "AI._SCRIPTSCAN", ai=True),
+                    "Lists the scripts in the caller's database, whoever stored them (experimental).",
+                    "AI._SCRIPTSCAN", waits=True, ai=True),
     )
 })
 

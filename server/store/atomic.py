@@ -67,23 +67,50 @@ return redis.status_reply('OK')
 RedisAI's), '0' when that is WRONGTYPE (AI.TENSORSET); ARGV[2..]: the encoded tensors. WRONGTYPE (and nothing
 written) if any key holds something else than a tensor; every SET drops a TTL, as RedisAI's overwrite does."""
 
+STATS_PREFIX = b"__redisai_stats__:"
+STAT_FIELDS = (b"calls", b"duration", b"samples", b"errors")
+_ZERO_STATS = ", ".join(f"'{name.decode()}', 0" for name in STAT_FIELDS)
+
+
+def stats_key(key: bytes) -> bytes:
+    """Where the AI.INFO counters of the model or script at ``key`` live: in the store, so every server and
+    every process answers the same, and a flush or a re-store resets them with the object."""
+    return STATS_PREFIX + key
+
+
 _OBJECT_OR_FREE = f"""
 local kind = redis.call('TYPE', KEYS[1])['ok']
 local ours = kind == 'hash' and redis.call('HGET', KEYS[1], '{MARKER_FIELD.decode()}') == ARGV[1]
 if kind ~= 'none' and not ours then return {_WRONGTYPE} end
 """
 
-STORE_OBJECT = StoreScript("store_object", (_OBJECT_OR_FREE + """
-redis.call('DEL', KEYS[1])
+STORE_OBJECT = StoreScript("store_object", (_OBJECT_OR_FREE + f"""
+redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('HSET', KEYS[2], {_ZERO_STATS})
 return redis.status_reply('OK')
 """).encode())
-"""KEYS[1]: the model or script key; ARGV[1]: its marker (model / script); ARGV[2..]: the hash's fields and
-values. WRONGTYPE unless the key is missing or holds the same kind of object, which is then replaced whole."""
+"""KEYS[1]: the model or script key, KEYS[2]: its stats key; ARGV[1]: its marker (model / script); ARGV[2..]:
+the hash's fields and values. WRONGTYPE unless the key is missing or holds the same kind of object, which is
+then replaced whole, its AI.INFO counters starting again from zero."""
 
 DELETE_OBJECT = StoreScript("delete_object", (_OBJECT_OR_FREE + """
+redis.call('DEL', KEYS[2])
 return redis.call('DEL', KEYS[1])
 """).encode())
-"""KEYS[1], ARGV[1] as STORE_OBJECT: 1 when deleted, 0 when missing, WRONGTYPE when it holds anything else."""
+"""KEYS and ARGV[1] as STORE_OBJECT: 1 when deleted (with its counters), 0 when missing, WRONGTYPE when it holds
+anything else."""
 
-SCRIPTS = (SET_TENSORS, STORE_OBJECT, DELETE_OBJECT)
+RECORD_RUN = StoreScript("record_run", f"""
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+for i, name in ipairs({{{", ".join(f"'{f.decode()}'" for f in STAT_FIELDS)}}}) do
+  if ARGV[i] ~= '0' then redis.call('HINCRBY', KEYS[1], name, ARGV[i]) end
+end
+return 1
+""".encode())
+"""KEYS[1]: a stats key; ARGV: calls, duration (µs), samples and errors to add. Only counters that exist (the
+object was stored, and not renamed or deleted since) count: RedisAI keeps run info by the stored name."""
+
+SCRIPTS = (SET_TENSORS, STORE_OBJECT, DELETE_OBJECT, RECORD_RUN)
+
+ScriptCall = tuple[StoreScript, list[bytes], list[bytes]]

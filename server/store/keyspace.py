@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from backends.errors import AIError
-from server.store.atomic import SCRIPTS, SET_TENSORS, StoreScript
+from server.store.atomic import SCRIPTS, SET_TENSORS, ScriptCall, StoreScript
 from server.store.cache import TrackedCache, TrackingRefused
 
 Arg = bytes | str | int | float | memoryview
@@ -92,23 +92,42 @@ class Keyspace:
     async def run_script(self, script: StoreScript, keys: Sequence[Arg], args: Sequence[Arg] = ()) -> Any:
         """Run one of server/store/atomic.py's scripts (EVALSHA; EVAL when the store lost it); an error reply
         (WRONGTYPE …) is raised with its exact text."""
-        if self._cache is not None:
-            self._cache.forget(self.db, [k if isinstance(k, bytes) else to_argv([k])[0] for k in keys])
-        tail = [len(keys), *keys, *args]
-        (reply,) = await self._link.pipeline([to_argv([b"EVALSHA", script.sha, *tail])])
-        if isinstance(reply, AIError) and reply.message.startswith("NOSCRIPT"):
-            (reply,) = await self._link.pipeline([to_argv([b"EVAL", script.source, *tail])])
+        (reply,) = await self.run_scripts([(script, list(to_argv(keys)), list(to_argv(args)))])
         if isinstance(reply, AIError):
             raise reply
         return reply
 
-    async def set_tensors(self, keys: Sequence[bytes], values: Sequence[Arg], empty_is_free: bool = True) -> None:
+    async def run_scripts(self, calls: Sequence[ScriptCall]) -> list[Any]:
+        """Several scripts in one round trip (EVALSHA each; the ones the store lost are sent again as EVAL,
+        which loads them). Replies in order; error replies as AIError values."""
+        if not calls:
+            return []
+        if self._cache is not None:
+            self._cache.forget(self.db, [key for _script, keys, _args in calls for key in keys])
+        replies = await self._link.pipeline(
+            [[b"EVALSHA", script.sha, str(len(keys)).encode(), *keys, *args] for script, keys, args in calls])
+        lost = [i for i, reply in enumerate(replies) if isinstance(reply, AIError) and _no_script(reply)]
+        if lost:
+            again = await self._link.pipeline([[b"EVAL", calls[i][0].source, str(len(calls[i][1])).encode(),
+                                                *calls[i][1], *calls[i][2]] for i in lost])
+            for i, reply in zip(lost, again, strict=True):
+                replies[i] = reply
+        return replies
+
+    async def set_tensors(self, keys: Sequence[bytes], values: Sequence[Arg], empty_is_free: bool = True,
+                          also: Sequence[ScriptCall] = ()) -> None:
         """SET every tensor in one atomic step, or none with WRONGTYPE when a key holds something else (an empty
-        string counts as free for run outputs, as in RedisAI; AI.TENSORSET passes ``empty_is_free=False``)."""
-        if keys:
-            await self.run_script(SET_TENSORS, keys, [b"1" if empty_is_free else b"0", *values])
-            if self._cache is not None:
-                self._cache.note_written(self.db, keys)
+        string counts as free for run outputs, as in RedisAI; AI.TENSORSET passes ``empty_is_free=False``).
+        ``also``: more scripts for the same round trip (a run's AI.INFO counters)."""
+        if not keys:
+            await self.run_scripts(also)
+            return
+        head: ScriptCall = (SET_TENSORS, list(keys), [b"1" if empty_is_free else b"0", *to_argv(values)])
+        reply = (await self.run_scripts([head, *also]))[0]
+        if isinstance(reply, AIError):
+            raise reply
+        if self._cache is not None:
+            self._cache.note_written(self.db, keys)
 
     async def write_atomic(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
         """Run ``commands`` as one MULTI/EXEC transaction in one round trip; return EXEC's replies."""
@@ -127,6 +146,10 @@ class Keyspace:
         if result is None or queued_errors:
             raise queued_errors[0] if queued_errors else AIError("ERR transaction aborted")
         return list(result)
+
+
+def _no_script(reply: AIError) -> bool:
+    return reply.message.startswith("NOSCRIPT")
 
 
 async def load_scripts(link: StoreLink) -> None:

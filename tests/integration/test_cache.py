@@ -18,19 +18,6 @@ ONE_TWO = b"\x00\x00\x80?\x00\x00\x00@"  # float32 [1, 2]
 THREE_FOUR = b"\x00\x00@@\x00\x00\x80@"  # float32 [3, 4]
 
 
-def _store_url(server: RunningServer, store_url: str) -> str:
-    store = server.server.ctx.store
-    return f"unix://{store.process.socket_path}" if isinstance(store, EmbeddedStore) else store_url
-
-
-@pytest.fixture
-def two(server: RunningServer, store_url: str) -> Iterator[tuple[redis.Redis, redis.Redis, redis.Redis]]:
-    """A client of our server, one of a second server on the same store, and one of the store itself."""
-    url = _store_url(server, store_url)
-    with running_server(Config(port=0, redis_url=url, shutdown_timeout=2.0)) as other:
-        yield server.client(), other.client(), redis.Redis.from_url(url)
-
-
 def _values(conn: redis.Redis, key: str) -> list[float]:
     return [float(v) for v in conn.execute_command("AI.TENSORGET", key, "VALUES")]
 
@@ -55,8 +42,8 @@ def test_repeated_reads_are_hits(server: RunningServer) -> None:
 
 
 def test_a_tensor_written_through_another_server_is_never_read_stale(
-        two: tuple[redis.Redis, redis.Redis, redis.Redis]) -> None:
-    ours, theirs, _direct = two
+        shared_store: tuple[redis.Redis, redis.Redis, redis.Redis]) -> None:
+    ours, theirs, _direct = shared_store
     for i in range(100):
         theirs.execute_command("AI.TENSORSET", "t", "FLOAT", 1, "VALUES", i)
         assert _values(ours, "t") == [i]
@@ -64,8 +51,8 @@ def test_a_tensor_written_through_another_server_is_never_read_stale(
 
 
 def test_a_model_restored_through_another_server_is_never_run_stale(
-        two: tuple[redis.Redis, redis.Redis, redis.Redis]) -> None:
-    ours, theirs, _direct = two
+        shared_store: tuple[redis.Redis, redis.Redis, redis.Redis]) -> None:
+    ours, theirs, _direct = shared_store
     ours.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", ONE_TWO)
     ours.execute_command("AI.TENSORSET", "b", "FLOAT", 2, "BLOB", THREE_FOUR)
     for i in range(30):
@@ -76,8 +63,8 @@ def test_a_model_restored_through_another_server_is_never_run_stale(
             assert _values(ours, "c") == expected
 
 
-def test_writes_by_clients_of_the_store_itself_are_seen(two: tuple[redis.Redis, redis.Redis, redis.Redis]) -> None:
-    ours, _theirs, direct = two
+def test_writes_by_clients_of_the_store_itself_are_seen(shared_store: tuple[redis.Redis, redis.Redis, redis.Redis]) -> None:
+    ours, _theirs, direct = shared_store
     ours.execute_command("AI.TENSORSET", "t", "FLOAT", 2, "BLOB", ONE_TWO)
     assert _values(ours, "t") == [1, 2]
     direct.set("t", _raw(direct, "t").replace(ONE_TWO, THREE_FOUR))
@@ -128,8 +115,8 @@ def test_keys_with_a_ttl_are_not_served_after_it(server: RunningServer) -> None:
         _values(conn, "t")
 
 
-def test_a_lost_tracking_connection_drops_the_cache(two: tuple[redis.Redis, redis.Redis, redis.Redis]) -> None:
-    ours, _theirs, direct = two
+def test_a_lost_tracking_connection_drops_the_cache(shared_store: tuple[redis.Redis, redis.Redis, redis.Redis]) -> None:
+    ours, _theirs, direct = shared_store
     ours.execute_command("AI.TENSORSET", "t", "FLOAT", 2, "BLOB", ONE_TWO)
     assert _values(ours, "t") == [1, 2]
     direct.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")  # every link of both servers
