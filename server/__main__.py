@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from backends.errors import AIError
 from server.app import Server
-from server.config import ConfigError, load_config
+from server.config import Config, ConfigError, load_config
 
 _LEVELS = {"debug": logging.DEBUG, "verbose": logging.INFO, "info": logging.INFO, "notice": logging.INFO,
            "warning": logging.WARNING, "error": logging.ERROR}
@@ -36,7 +36,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"redisai-server: {exc}", file=sys.stderr)
         return 1
-    logging.basicConfig(level=_LEVELS[config.log_level], format="%(asctime)s %(levelname).1s %(name)s: %(message)s")
+    logging.basicConfig(level=_LEVELS[config.log_level],
+                        format="%(asctime)s %(process)d %(levelname).1s %(name)s: %(message)s")
+    if config.workers > 1:
+        from server.supervisor import Supervisor
+
+        return Supervisor(config, serve).run()
+    return serve(config)
+
+
+def serve(config: Config) -> int:
+    """Run one server process until it is stopped; the exit status."""
     loop_factory = None
     try:
         import uvloop

@@ -73,11 +73,13 @@ class Server:
         tls = _tls_context(self.config) if self.config.tls_enabled else None
         plain_tls = tls if self.config.tls_port == 0 else None
         for host in self.config.bind_addresses:
-            listener = await loop.create_server(factory, host, self.config.port, ssl=plain_tls, reuse_address=True)
+            listener = await loop.create_server(factory, host, self.config.port, ssl=plain_tls, reuse_address=True,
+                                                reuse_port=self.config.reuse_port or None)
             self._listeners.append(listener)
         if tls is not None and self.config.tls_port:
             for host in self.config.bind_addresses:
-                listener = await loop.create_server(factory, host, self.config.tls_port, ssl=tls)
+                listener = await loop.create_server(factory, host, self.config.tls_port, ssl=tls,
+                                                    reuse_port=self.config.reuse_port or None)
                 self._listeners.append(listener)
         if self.config.unixsocket:
             if os.path.exists(self.config.unixsocket):

@@ -91,6 +91,8 @@ OPTIONS: tuple[Option, ...] = (
            "Megabytes of tensors and model metadata cached in this process, kept coherent with the store by its "
            "client-side caching (CLIENT TRACKING); 0 = read the store every time."),
     Option("requirepass", _text, "", "Password clients must AUTH with (off when empty)."),
+    Option("workers", _positive_int, 1, "Server processes sharing the port (SO_REUSEPORT) and the store; with the "
+           "embedded store, one store for all of them. AI.INFO and scans agree across them (they live in the store)."),
     Option("threads-per-queue", _positive_int, 1, "Worker threads per device queue (RedisAI THREADS_PER_QUEUE)."),
     Option("log-level", _log_level, "notice", "debug, verbose, notice or warning (redis-server levels)."),
     Option("tls-cert-file", _text, "", "Server certificate (PEM); with tls-key-file, clients must use TLS."),
@@ -128,6 +130,7 @@ class Config:
     store_bin: str = ""
     cache_mb: int = 64
     requirepass: str = ""
+    workers: int = 1
     threads_per_queue: int = 1
     log_level: str = "notice"
     tls_cert_file: str = ""
@@ -142,6 +145,7 @@ class Config:
     backends_path: str = ""
     backend_memory_limit: int = 0
     metrics_port: int = 0
+    reuse_port: bool = False  # set for --workers' processes, never from the command line
 
     @property
     def bind_addresses(self) -> list[str]:
@@ -222,6 +226,8 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         if raw is not None:
             _apply(values, option.name, raw, f"--{option.name}")
     config = Config(**values)
+    if config.workers > 1 and config.unixsocket:
+        raise ConfigError("unixsocket cannot be used with workers > 1 (each process would replace the socket)")
     if config.redis_url and (config.dir or config.store_bin):
         raise ConfigError("dir and store-bin configure the embedded store; they cannot be used with redis-url")
     if bool(config.tls_cert_file) != bool(config.tls_key_file):

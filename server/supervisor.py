@@ -1,0 +1,176 @@
+"""``--workers N``: N server processes on one port and one store, watched by the process that started them.
+
+Usage: ``redisai-server --workers 4 [--dir DIR | --redis-url URL] ...``
+
+Why processes: one Python process serves from one event loop, and its hand-offs to device threads pay for
+the GIL (docs/performance.md). N processes use N cores, as uvicorn's and gunicorn's workers do. Every
+process listens on the same port with SO_REUSEPORT, so the kernel spreads connections over them.
+
+What they share, they share through the store: keys, models and scripts, AI.INFO counters and scans
+(server/store/atomic.py); each process's cache is kept coherent by the store's invalidations. What stays per
+process: its connections (CLIENT LIST, INFO clients), its device queues and loaded handles, AI.CONFIG changes
+made at run time, and its Prometheus metrics (worker i serves them on ``--metrics-port`` + i).
+
+This process (the supervisor) starts the embedded store when there is no ``--redis-url`` (one store for all
+workers), forks the workers before it ever starts a thread or an event loop, and then only waits: a worker
+that dies is started again, and so is the store. SIGTERM or SIGINT stops the workers gracefully, then the
+store. Workers and store get SIGTERM from the kernel if the supervisor itself dies (``PR_SET_PDEATHSIG``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+
+from server.config import Config
+from server.store.process import StoreProcess, StoreStartError, find_store_binary
+
+log = logging.getLogger("redisai.supervisor")
+
+RESTART_DELAY_S = 0.5  # before starting again a worker that died within STABLE_AFTER_S of its start
+STABLE_AFTER_S = 2.0
+STOP_GRACE_S = 5.0  # on top of --shutdown-timeout, before a worker that will not stop is killed
+
+
+class _Stop(Exception):
+    """Raised from the signal handler: leave the wait loop and shut everything down."""
+
+
+class Supervisor:
+    """Starts the store and the workers, keeps them running, stops them."""
+
+    def __init__(self, config: Config, serve: Callable[[Config], int]) -> None:
+        self.config = config
+        self._serve = serve
+        self._store: StoreProcess | None = None
+        self._workers: dict[int, tuple[int, float]] = {}  # pid -> (index, started at)
+
+    def run(self) -> int:
+        try:
+            worker_config = self._prepare()
+        except (OSError, StoreStartError) as exc:
+            print(f"redisai-server: {exc}", file=sys.stderr)
+            self._stop_store()
+            return 1
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, _raise_stop)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        try:
+            for index in range(self.config.workers):
+                self._spawn(index, worker_config)
+            log.info("%d workers on port %d (store: %s)", self.config.workers, worker_config.port,
+                     worker_config.redis_url)
+            self._watch(worker_config)
+        except _Stop:
+            pass
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            self._stop_workers()
+            self._stop_store()
+        return 0
+
+    def _prepare(self) -> Config:
+        """The store and the port every worker will use."""
+        url = self.config.redis_url
+        if not url:
+            self._store = StoreProcess(find_store_binary(self.config.store_bin), self.config.dir)
+            asyncio.run(self._store.start())  # a loop that is closed again: nothing runs before the forks
+            url = f"unix://{self._store.socket_path}"
+        port = self.config.port or _free_port(self.config.bind_addresses[0] if self.config.bind_addresses else "")
+        return self.config.replace(redis_url=url, dir="", store_bin="", workers=1, port=port, reuse_port=True)
+
+    def _spawn(self, index: int, config: Config) -> None:
+        if self.config.metrics_port:
+            config = config.replace(metrics_port=self.config.metrics_port + index)
+        pid = os.fork()
+        if pid == 0:  # the worker
+            code = 1
+            try:
+                _die_with_parent()
+                for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                    signal.signal(signum, signal.SIG_DFL)
+                code = self._serve(config)
+            finally:
+                os._exit(code)
+        self._workers[pid] = (index, time.monotonic())
+
+    def _watch(self, config: Config) -> None:
+        while True:
+            pid, status = os.wait()
+            if self._store is not None and pid == self._store.pid:
+                log.warning("the store exited (status %d); starting it again", status)
+                self._restart_store()
+                continue
+            index, started = self._workers.pop(pid, (None, 0.0))
+            if index is None:
+                continue
+            log.warning("worker %d (pid %d) exited with status %d; starting it again", index, pid, status)
+            if time.monotonic() - started < STABLE_AFTER_S:
+                time.sleep(RESTART_DELAY_S)
+            self._spawn(index, config)
+
+    def _restart_store(self) -> None:
+        assert self._store is not None
+        while True:
+            try:
+                asyncio.run(self._store.start())
+                return
+            except (OSError, StoreStartError) as exc:
+                log.error("the store did not start again: %s", exc)
+                time.sleep(RESTART_DELAY_S)
+
+    def _stop_workers(self) -> None:
+        for pid in self._workers:
+            _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + self.config.shutdown_timeout + STOP_GRACE_S
+        while self._workers and time.monotonic() < deadline:
+            for pid in list(self._workers):
+                done, _status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    self._workers.pop(pid)
+            time.sleep(0.02)
+        for pid in self._workers:
+            _signal(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        self._workers.clear()
+
+    def _stop_store(self) -> None:
+        if self._store is not None:
+            self._store.stop()
+
+
+def _raise_stop(_signum: int, _frame: object) -> None:
+    raise _Stop
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel for SIGTERM when the supervisor dies, and give up if it already has."""
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except AttributeError:
+        return
+    if os.getppid() != parent:
+        os._exit(0)
+
+
+def _free_port(host: str) -> int:
+    """One free port for every worker of ``--port 0``."""
+    with socket.socket() as sock:
+        sock.bind((host or "127.0.0.1", 0))
+        return int(sock.getsockname()[1])

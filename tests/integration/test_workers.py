@@ -1,0 +1,93 @@
+"""``--workers N``: N processes on one port and one store (server/supervisor.py), agreeing through the store,
+restarted when they die, and gone when the supervisor goes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis
+
+from tests.models import torch_add
+from tests.support import child_pids, free_port, process_running, server_process, wait_for_port
+
+
+def _until(check: Callable[[], bool], timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+@pytest.fixture
+def workers() -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    port = free_port()
+    with server_process("--port", str(port), "--workers", "2") as proc:
+        wait_for_port(port)
+        assert _until(lambda: len(child_pids(proc.pid)) == 3)  # the store and two workers
+        yield proc, port
+
+
+def _pid_of_a_connection(port: int) -> int:
+    conn = redis.Redis(port=port)
+    try:
+        return int(conn.info("server")["process_id"])
+    finally:
+        conn.close()
+
+
+def test_connections_spread_over_the_workers_which_agree_through_the_store(
+        workers: tuple[subprocess.Popen[bytes], int]) -> None:
+    proc, port = workers
+    seen = {_pid_of_a_connection(port) for _ in range(40)}
+    assert len(seen) == 2 and seen <= set(child_pids(proc.pid))
+    setup = redis.Redis(port=port)
+    setup.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add())
+    setup.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "VALUES", 1, 2)
+    for _ in range(20):  # fresh connections: some land on each worker
+        conn = redis.Redis(port=port)
+        assert conn.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c") == b"OK"
+        conn.close()
+    for _ in range(6):
+        conn = redis.Redis(port=port)
+        info = conn.execute_command("AI.INFO", "m")
+        assert info[info.index(b"calls") + 1] == 20
+        assert [entry[0] for entry in conn.execute_command("AI._MODELSCAN")] == [b"m"]
+        conn.close()
+
+
+def test_a_killed_worker_is_replaced(workers: tuple[subprocess.Popen[bytes], int]) -> None:
+    proc, port = workers
+    victim = _pid_of_a_connection(port)
+    os.kill(victim, signal.SIGKILL)
+    assert _until(lambda: victim not in child_pids(proc.pid) and len(child_pids(proc.pid)) == 3)
+    assert redis.Redis(port=port).ping() is True
+
+
+def test_sigterm_stops_every_worker_and_the_store(workers: tuple[subprocess.Popen[bytes], int]) -> None:
+    proc, _port = workers
+    children = child_pids(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    assert _until(lambda: not any(process_running(pid) for pid in children))
+
+
+def test_nothing_outlives_a_killed_supervisor(workers: tuple[subprocess.Popen[bytes], int]) -> None:
+    proc, _port = workers
+    children = child_pids(proc.pid)
+    proc.kill()
+    proc.wait(30)
+    assert _until(lambda: not any(process_running(pid) for pid in children))
+
+
+def test_a_unix_socket_needs_a_single_process() -> None:
+    out = subprocess.run([sys.executable, "-m", "server", "--port", str(free_port()), "--workers", "2",
+                          "--unixsocket", "/tmp/x.sock"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "unixsocket cannot be used with workers > 1" in out.stderr
