@@ -53,7 +53,7 @@ class MultiSubstitutions:
                     raise wrong_arity(argv[0].decode(errors="replace"))
                 request = parse_tensorset(argv)
                 tensor = encode_tensor(build_tensor(request))
-                return RelayThen(_unchanged, [b"EVAL", SET_TENSORS.source, b"1", argv[1], b"0", tensor])
+                return RelayThen(_unchanged, [b"EVAL", SET_TENSORS.source, b"1", argv[1], b"0", b"", tensor])
             except AIError as exc:
                 return self._answer_at_exec(encode(exc, proto))
         if name in EXECUTION_COMMANDS:

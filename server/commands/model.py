@@ -156,10 +156,12 @@ def decode_input(value: Any) -> Tensor:
     return decode_tensor(value)
 
 
-async def _execute(client: ClientConnection, argv: list[bytes], parse: ParseExecute) -> Any:
+async def _execute(client: ClientConnection, argv: list[bytes], parse: ParseExecute, again: bool = False) -> Any:
+    """Read, run, write. ``again``: the model changed under a run that used cached metadata (STALEMODEL from
+    the write): run once more with the store's metadata; the first run was already counted in AI.INFO."""
     ai, keyspace = client.ctx.ai, client.keyspace()
     hint, out_hint = input_keys_hint(argv), output_keys_hint(argv)
-    replies, checks = await _read_phase(keyspace, argv[1], hint, out_hint)
+    replies, checks = await _read_phase(keyspace, argv[1], hint, out_hint, fresh=again)
     meta = await _model_meta(keyspace, argv[1], replies[0])
     req = parse(argv, len(meta.inputs), len(meta.outputs))
     fetched = replies[1:]
@@ -171,29 +173,39 @@ async def _execute(client: ClientConnection, argv: list[bytes], parse: ParseExec
     run = one_op_run(meta, ModelWork(model, len(meta.outputs)), inputs, len(req.outputs), req.timeout_ms,
                      batch_spec(meta, req.key, client.ctx.metrics))
     await execute_run(ai.queues, run, ai.inline)
-    counters = _record_stats(client, req.key, run, len(inputs))
+    counters = [] if again else _record_stats(client, req.key, run, len(inputs))
     if run.timed_out or run.error is not None:
         await keyspace.run_scripts(counters)
         if run.error is not None:
             raise run.error
         return Status(msgs.TIMEDOUT_STATUS)
-    await write_outputs(keyspace, req.outputs, run.slots[len(inputs) :], counters)
+    try:
+        await write_outputs(keyspace, req.outputs, run.slots[len(inputs) :], counters, (req.key, meta.digest))
+    except AIError as exc:
+        if not exc.message.startswith("STALEMODEL") or again:
+            raise
+        return await _execute(client, argv, parse, again=True)
     return OK
 
 
-async def _read_phase(keyspace: Keyspace, key: bytes, hint: list[bytes],
-                      out_hint: list[bytes]) -> tuple[list[Any], list[Any]]:
-    """The model's metadata and the inputs (from the coherent cache when it holds them), and the output keys'
-    type checks, which are skipped for keys that last held a tensor we wrote (the write checks again,
-    atomically). Without a cache: everything in one pipelined round trip."""
-    reads: list[tuple[bytes, ...]] = [(b"HMGET", key, *MODEL_META_FIELDS), *((b"GET", k) for k in hint)]
-    if not keyspace.caching:
-        replies = await keyspace.pipeline([*reads, *output_type_checks(out_hint)])
-        return replies[: len(reads)], replies[len(reads) :]
-    replies = await keyspace.read_through(reads)
-    if keyspace.known_tensors(out_hint):
-        return replies, [b""] * len(out_hint)
-    return replies, await keyspace.pipeline(output_type_checks(out_hint))
+async def _read_phase(keyspace: Keyspace, key: bytes, hint: list[bytes], out_hint: list[bytes],
+                      fresh: bool = False) -> tuple[list[Any], list[Any]]:
+    """The model's metadata (from the coherent cache when it holds it), the inputs, and the output keys' type
+    checks, which are skipped for keys that last held a tensor we wrote (the write checks again, atomically).
+    Inputs are always read from the store, in one pipelined round trip with the checks. Without a cache, or
+    ``fresh``: the metadata goes in that round trip too."""
+    meta_read = (b"HMGET", key, *MODEL_META_FIELDS)
+    checks = [] if keyspace.known_tensors(out_hint) else output_type_checks(out_hint)
+    reads = [*((b"GET", k) for k in hint), *checks]
+    if not keyspace.caching or fresh:
+        keyspace.forget([key])
+        replies = await keyspace.pipeline([meta_read, *reads])
+        meta, rest = replies[0], replies[1:]
+    else:
+        (meta,) = await keyspace.read_through([meta_read])
+        rest = await keyspace.pipeline(reads)
+    inputs, found = rest[: len(hint)], rest[len(hint) :]
+    return [meta, *inputs], found if checks else [b""] * len(out_hint)
 
 
 async def _model_meta(keyspace: Keyspace, key: bytes, values: Any) -> ModelMeta:
@@ -256,11 +268,12 @@ def one_op_run(meta: ModelMeta, work: ModelWork, inputs: list[Tensor], n_outputs
 
 
 async def write_outputs(keyspace: Keyspace, keys: tuple[bytes, ...], tensors: list[Any],
-                        counters: Sequence[ScriptCall] = ()) -> None:
+                        counters: Sequence[ScriptCall] = (), model: tuple[bytes, str] | None = None) -> None:
     """Write every output tensor in one atomic step that checks each key again (an overwrite also drops any
     TTL, as RedisAI's does); WRONGTYPE and nothing written if a key was turned into something else meanwhile.
-    The run's AI.INFO ``counters`` go in the same round trip."""
-    await keyspace.set_tensors(keys, [encode_tensor(t) for t in tensors], also=counters)
+    The run's AI.INFO ``counters`` go in the same round trip; ``model`` (key, digest): STALEMODEL and nothing
+    written if the store holds another model there now."""
+    await keyspace.set_tensors(keys, [encode_tensor(t) for t in tensors], also=counters, model=model)
 
 
 def _record_stats(client: ClientConnection, key: bytes, run: RunInfo, n_inputs: int) -> list[ScriptCall]:

@@ -93,9 +93,7 @@ async def cmd_tensorget(client: ClientConnection, argv: list[bytes]) -> Any:
         if isinstance(fmt, AIError):
             raise fmt
         return meta_reply(dtype, shape)
-    (raw,) = await keyspace.read_through([(b"GET", argv[1])])
-    if isinstance(raw, AIError):
-        raise raw
+    raw = await keyspace.call(b"GET", argv[1])
     if raw is None:
         raise AIError(msgs.TENSOR_KEY_EMPTY_MSG)
     return tensorget_reply(decode_tensor(raw), fmt)

@@ -55,17 +55,29 @@ local function tensor_or_free(key, empty_is_free)
 end
 """
 
+STALE_MODEL = "STALEMODEL the model changed while it ran"
+
 SET_TENSORS = StoreScript("set_tensors", (_TENSOR_OR_FREE + f"""
 local empty_is_free = ARGV[1] == '1'
-for _, key in ipairs(KEYS) do
-  if not tensor_or_free(key, empty_is_free) then return {_WRONGTYPE} end
+local outputs = #KEYS
+if ARGV[2] ~= '' then
+  outputs = outputs - 1
+  if redis.call('TYPE', KEYS[#KEYS])['ok'] ~= 'hash' or redis.call('HGET', KEYS[#KEYS], 'digest') ~= ARGV[2] then
+    return redis.error_reply('{STALE_MODEL}')
+  end
 end
-for i, key in ipairs(KEYS) do redis.call('SET', key, ARGV[i + 1]) end
+for i = 1, outputs do
+  if not tensor_or_free(KEYS[i], empty_is_free) then return {_WRONGTYPE} end
+end
+for i = 1, outputs do redis.call('SET', KEYS[i], ARGV[i + 2]) end
 return redis.status_reply('OK')
 """).encode())
-"""KEYS: tensor keys; ARGV[1]: '1' when a key holding an empty string may be replaced (outputs of a run, as
-RedisAI's), '0' when that is WRONGTYPE (AI.TENSORSET); ARGV[2..]: the encoded tensors. WRONGTYPE (and nothing
-written) if any key holds something else than a tensor; every SET drops a TTL, as RedisAI's overwrite does."""
+"""KEYS: tensor keys, then (with a digest in ARGV[2]) the model key the tensors were computed with; ARGV[1]:
+'1' when a key holding an empty string may be replaced (outputs of a run, as RedisAI's), '0' when that is
+WRONGTYPE (AI.TENSORSET); ARGV[2]: the model's digest as the run knew it, or ''; ARGV[3..]: the encoded
+tensors. WRONGTYPE (and nothing written) if any key holds something else than a tensor; STALEMODEL (nothing
+written) if the model is no longer the one that ran — its metadata came from our cache, and the run is
+done again with what the store holds now. Every SET drops a TTL, as RedisAI's overwrite does."""
 
 STATS_PREFIX = b"__redisai_stats__:"
 STAT_FIELDS = (b"calls", b"duration", b"samples", b"errors")

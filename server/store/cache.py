@@ -1,7 +1,7 @@
-"""A coherent in-process cache of tensors and model metadata, kept true by the store's client-side caching.
+"""A coherent in-process cache of model metadata, kept true by the store's client-side caching.
 
-Usage: ``cache = TrackedCache(address, budget_bytes)``; ``await cache.read_many(db, [(b"GET", key), (b"HMGET",
-key, *fields)])`` reads through it; ``cache.invalidate_for(db, argv)`` before a write we send.
+Usage: ``cache = TrackedCache(address, budget_bytes)``; ``await cache.read_many(db, [(b"HMGET", key, *fields)])``
+reads through it; ``cache.invalidate_for(db, argv)`` before a write we send.
 
 How it stays coherent:
 
@@ -11,19 +11,19 @@ How it stays coherent:
   connection, so a push for a change made after our read always arrives after its reply. A value is cached
   the moment its reply is parsed, before anything behind it in the same read is applied, so that push
   always finds it and drops it.
-* Only keys without a TTL are cached (the miss reads ``PTTL`` too): a key that expires lazily would
-  otherwise be served after its deadline.
-* **Our own writes** reach the store on other connections (the keyspace link, client sessions). Their
-  pushes are written by the store in the same pass as the writer's reply (next point), and every write this
-  server sends also drops the keys it names first (``invalidate_for``: the arguments of a relayed command,
-  the keys of our scripts; FLUSHALL, FLUSHDB, SWAPDB, SCRIPT, FUNCTION and DEBUG drop everything).
-* **Other servers' writes** arrive as pushes. The store writes the push to us in the same pass as its reply
-  to the writer, so by the time anyone could have learnt of the write, the push is at least in our socket.
-  Before any hit is trusted, a zero-timeout poll of that socket looks for unread pushes, and replies still
-  on their way (a push may queue behind them in the store) count as unread: then the request reads from the
-  store instead. So a model re-stored through another server
-  is never run stale by a client that saw the re-store succeed.
-* When a tracking connection drops, its database's whole cache goes with it.
+* Only keys without a TTL are cached (the miss reads ``PTTL`` too).
+* Every write this server sends drops the keys it names first (``invalidate_for``: the arguments of a
+  relayed command, the keys of our scripts; FLUSHALL, FLUSHDB, SWAPDB, SCRIPT, FUNCTION and DEBUG drop
+  everything). Before a hit is trusted, a zero-timeout poll of the tracking socket looks for unread pushes,
+  and replies still on their way count as unread: then the request reads from the store.
+* A dropped tracking connection drops its database's whole cache.
+
+That is not enough across servers: the store may send the writer its reply before it sends us the push
+(under load, measured: a read through us right after a write through another server saw the old value).
+So the cache holds only what a later step can check: model metadata. Every output write of a run checks,
+inside the store's write script, that the model still has the digest the run used (STALEMODEL otherwise,
+nothing written, and the run is done again with the store's metadata). Tensors are never cached: a read
+must see a write that any server acknowledged.
 
 The budget bounds the bytes held over every database together (least recently used first out); values
 over a quarter of it are never cached. ``--cache-mb 0`` turns the cache off.

@@ -66,6 +66,11 @@ class Keyspace:
         """Whether each key last held a tensor we wrote (a pre-run type check may be skipped; see the cache)."""
         return self._cache is not None and self._cache.known_tensors(self.db, keys)
 
+    def forget(self, keys: Sequence[bytes]) -> None:
+        """Drop ``keys`` from the coherent cache (before we write them, or when they proved stale)."""
+        if self._cache is not None:
+            self._cache.forget(self.db, keys)
+
     async def command(self, argv: list[bytes]) -> Any:
         """Any command, e.g. a script's ``redis.execute``: what it may change leaves the cache first."""
         if self._cache is not None:
@@ -92,6 +97,7 @@ class Keyspace:
     async def run_script(self, script: StoreScript, keys: Sequence[Arg], args: Sequence[Arg] = ()) -> Any:
         """Run one of server/store/atomic.py's scripts (EVALSHA; EVAL when the store lost it); an error reply
         (WRONGTYPE …) is raised with its exact text."""
+        self.forget(to_argv(keys))  # it writes them
         (reply,) = await self.run_scripts([(script, list(to_argv(keys)), list(to_argv(args)))])
         if isinstance(reply, AIError):
             raise reply
@@ -102,8 +108,6 @@ class Keyspace:
         which loads them). Replies in order; error replies as AIError values."""
         if not calls:
             return []
-        if self._cache is not None:
-            self._cache.forget(self.db, [key for _script, keys, _args in calls for key in keys])
         replies = await self._link.pipeline(
             [[b"EVALSHA", script.sha, str(len(keys)).encode(), *keys, *args] for script, keys, args in calls])
         lost = [i for i, reply in enumerate(replies) if isinstance(reply, AIError) and _no_script(reply)]
@@ -115,14 +119,18 @@ class Keyspace:
         return replies
 
     async def set_tensors(self, keys: Sequence[bytes], values: Sequence[Arg], empty_is_free: bool = True,
-                          also: Sequence[ScriptCall] = ()) -> None:
+                          also: Sequence[ScriptCall] = (), model: tuple[bytes, str] | None = None) -> None:
         """SET every tensor in one atomic step, or none with WRONGTYPE when a key holds something else (an empty
         string counts as free for run outputs, as in RedisAI; AI.TENSORSET passes ``empty_is_free=False``).
-        ``also``: more scripts for the same round trip (a run's AI.INFO counters)."""
+        ``also``: more scripts for the same round trip (a run's AI.INFO counters). ``model``: (key, digest) of
+        the model the tensors came from; if the store holds another one now, STALEMODEL and nothing written."""
         if not keys:
             await self.run_scripts(also)
             return
-        head: ScriptCall = (SET_TENSORS, list(keys), [b"1" if empty_is_free else b"0", *to_argv(values)])
+        self.forget(keys)
+        guard = [model[0]] if model is not None else []  # read, not written: its cached metadata stays
+        digest = model[1].encode() if model is not None else b""
+        head: ScriptCall = (SET_TENSORS, [*keys, *guard], [b"1" if empty_is_free else b"0", digest, *to_argv(values)])
         reply = (await self.run_scripts([head, *also]))[0]
         if isinstance(reply, AIError):
             raise reply

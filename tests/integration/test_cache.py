@@ -32,13 +32,32 @@ def _hits(conn: redis.Redis) -> int:
     return int(conn.info("ai")["ai_cache_hits"])
 
 
-def test_repeated_reads_are_hits(server: RunningServer) -> None:
+def test_repeated_runs_read_the_model_metadata_from_the_cache(server: RunningServer) -> None:
     conn = server.client()
-    conn.execute_command("AI.TENSORSET", "t", "FLOAT", 2, "BLOB", ONE_TWO)
+    conn.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add())
+    conn.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", ONE_TWO)
     before = _hits(conn)
     for _ in range(5):
-        assert conn.execute_command("AI.TENSORGET", "t", "BLOB") == ONE_TWO
+        assert conn.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c") == b"OK"
     assert _hits(conn) >= before + 4
+
+
+def test_a_run_on_stale_cached_metadata_is_never_written_but_run_again(
+        shared_store: tuple[redis.Redis, redis.Redis, redis.Redis], server: RunningServer) -> None:
+    """Even with every invalidation lost, the output write checks the model's digest (STALEMODEL) and the
+    run is done again with the model the store holds; AI.INFO counts it once."""
+    ours, theirs, _direct = shared_store
+    ours.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add())
+    ours.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", ONE_TWO)
+    ours.execute_command("AI.TENSORSET", "b", "FLOAT", 2, "BLOB", THREE_FOUR)
+    ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c")
+    for cache in server.server.ctx.store.cache._dbs.values():
+        cache.link._on_invalidate = lambda keys: None  # the pushes are lost: our cached metadata goes stale
+    theirs.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_mul())
+    ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c")
+    assert _values(ours, "c") == [3.0, 8.0]
+    info = ours.execute_command("AI.INFO", "m")
+    assert info[info.index(b"calls") + 1] == 1  # the re-store zeroed it; the stale run and its redo count once
 
 
 def test_a_tensor_written_through_another_server_is_never_read_stale(
@@ -143,9 +162,11 @@ def test_a_store_that_refuses_to_track_keys_means_no_cache_not_errors(embedded_o
     url = f"unix://limited:pw@{store.process.socket_path}"
     with running_server(Config(port=0, redis_url=url, shutdown_timeout=2.0)) as other:
         conn = other.client()
+        conn.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add())
         conn.execute_command("AI.TENSORSET", "t", "FLOAT", 2, "BLOB", ONE_TWO)
         for _ in range(3):
-            assert _values(conn, "t") == [1, 2]
+            assert conn.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "t", "t", "OUTPUTS", 1, "c") == b"OK"
+            assert _values(conn, "c") == [2, 4]
         assert conn.info("ai")["ai_cache_budget_bytes"] == 0
 
 
