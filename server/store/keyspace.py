@@ -1,8 +1,10 @@
-"""The one async interface the AI commands use to read and write keys, over either store.
+"""The one async interface the AI commands use to read and write keys, over any store.
 
-Reads are batched into one round trip (``read_many``); writes of several keys are atomic
-(``write_atomic``: MULTI … EXEC in one round trip). Replies are Python values; an error reply is an
-``AIError`` value in ``pipeline`` results and is raised by ``call``. Runs on the event-loop thread only:
+Reads are batched into one round trip (``pipeline``, ``read_many``; model metadata through the coherent
+cache, ``read_through``). Writes that check a key's type are store-side scripts (``set_tensors``,
+``run_script``/``run_scripts``: server/store/atomic.py), so check and write are one atomic step;
+``write_atomic`` (MULTI … EXEC) remains for plain multi-key writes. Replies are Python values; an error reply
+is an ``AIError`` value in ``pipeline`` results and is raised by ``call``. Runs on the event-loop thread only:
 worker threads hand their store requests to the loop.
 """
 
