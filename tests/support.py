@@ -11,7 +11,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +21,16 @@ import redis
 
 from server.app import Server
 from server.config import Config
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 20.0) -> bool:
+    """Poll ``check`` until it holds or ``timeout`` passes (a bound, never a speed assertion)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.02)
+    return check()
 
 
 def free_port() -> int:

@@ -10,7 +10,6 @@ import stat
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from tests.support import (
     running_server,
     server_process,
     wait_for_port,
+    wait_until,
 )
 
 BLOB = b"\x00\x00\x80?\x00\x00\x00@"  # float32 [1, 2]
@@ -40,15 +40,6 @@ def _embedded(server: RunningServer) -> EmbeddedStore:
     store = server.server.ctx.store
     assert isinstance(store, EmbeddedStore)
     return store
-
-
-def _wait_until(check: Callable[[], bool], timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.02)
-    return check()
 
 
 @pytest.fixture
@@ -138,7 +129,7 @@ def _socket_path(conn: redis.Redis) -> str:
 
 
 def _store_child(server_pid: int) -> int:
-    assert _wait_until(lambda: len(child_pids(server_pid)) == 1), "the server started no store process"
+    assert wait_until(lambda: len(child_pids(server_pid)) == 1), "the server started no store process"
     return child_pids(server_pid)[0]
 
 
@@ -151,8 +142,8 @@ def test_the_store_process_ends_with_the_server(how: signal.Signals) -> None:
         store = _store_child(proc.pid)
         proc.send_signal(how)
         proc.wait(15)
-        assert _wait_until(lambda: not process_running(store)), "the store outlived the server"
-        assert _wait_until(lambda: not os.path.exists(socket_path)), "the store's socket was left behind"
+        assert wait_until(lambda: not process_running(store)), "the store outlived the server"
+        assert wait_until(lambda: not os.path.exists(socket_path)), "the store's socket was left behind"
         if how == signal.SIGTERM:
             assert not os.path.exists(os.path.dirname(socket_path))
 
@@ -261,11 +252,11 @@ def test_the_store_killed_mid_load_is_restarted_and_keeps_every_acknowledged_wri
 
         thread = threading.Thread(target=writer, daemon=True)
         thread.start()
-        assert _wait_until(lambda: len(acknowledged) >= 200)
+        assert wait_until(lambda: len(acknowledged) >= 200)
         os.kill(first_pid, signal.SIGKILL)
-        assert _wait_until(lambda: store.process.pid != first_pid and store.restarts == 1)
+        assert wait_until(lambda: store.process.pid != first_pid and store.restarts == 1)
         count_at_restart = len(acknowledged)
-        assert _wait_until(lambda: len(acknowledged) >= count_at_restart + 200)
+        assert wait_until(lambda: len(acknowledged) >= count_at_restart + 200)
         done.set()
         thread.join(30)
         conn = running.client()

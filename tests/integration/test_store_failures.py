@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -18,8 +19,8 @@ from server.store.redis import RedisStore
 from tests.support import free_port, redis_server_process, running_server
 
 
-def _hang_up_listener() -> tuple[int, threading.Event]:
-    """A TCP listener that accepts every connection and closes it at once."""
+def _listener(handle: Callable[[socket.socket, threading.Event], None]) -> tuple[int, threading.Event]:
+    """A loopback TCP listener that hands every connection to ``handle`` (in its own thread) until stopped."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
@@ -32,11 +33,16 @@ def _hang_up_listener() -> tuple[int, threading.Event]:
                 conn, _ = listener.accept()
             except TimeoutError:
                 continue
-            conn.close()
+            threading.Thread(target=handle, args=(conn, stop), daemon=True).start()
         listener.close()
 
     threading.Thread(target=serve, daemon=True).start()
     return int(listener.getsockname()[1]), stop
+
+
+def _hang_up_listener() -> tuple[int, threading.Event]:
+    """A TCP listener that accepts every connection and closes it at once."""
+    return _listener(lambda conn, _stop: conn.close())
 
 
 def test_a_dropped_login_fails_fast_instead_of_hanging() -> None:
@@ -87,41 +93,26 @@ LOADING = b"-LOADING Valkey is loading the dataset in memory\r\n"
 
 def _loading_store() -> tuple[int, threading.Event]:
     """A store that has just restarted and is still loading: PONG to PING, LOADING to everything else."""
+    return _listener(_answer_loading)
+
+
+def _answer_loading(conn: socket.socket, stop: threading.Event) -> None:
     import hiredis
 
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    stop = threading.Event()
-
-    def serve_one(conn: socket.socket) -> None:
-        reader = hiredis.Reader()
-        conn.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                data = conn.recv(65536)
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            if not data:
-                return
-            reader.feed(data)
-            while (request := reader.gets()) is not False:
-                conn.sendall(b"+PONG\r\n" if request[0].upper() == b"PING" else LOADING)
-
-    def serve() -> None:
-        listener.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            threading.Thread(target=serve_one, args=(conn,), daemon=True).start()
-        listener.close()
-
-    threading.Thread(target=serve, daemon=True).start()
-    return int(listener.getsockname()[1]), stop
+    reader = hiredis.Reader()
+    conn.settimeout(0.2)
+    while not stop.is_set():
+        try:
+            data = conn.recv(65536)
+        except TimeoutError:
+            continue
+        except OSError:
+            return
+        if not data:
+            return
+        reader.feed(data)
+        while (request := reader.gets()) is not False:
+            conn.sendall(b"+PONG\r\n" if request[0].upper() == b"PING" else LOADING)
 
 
 def test_a_loading_store_is_reported_as_loading_never_as_a_wrong_type() -> None:

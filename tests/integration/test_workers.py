@@ -7,23 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import redis
 
 from tests.models import torch_add
-from tests.support import child_pids, free_port, process_running, server_process, wait_for_port
-
-
-def _until(check: Callable[[], bool], timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return check()
+from tests.support import child_pids, free_port, process_running, server_process, wait_for_port, wait_until
 
 
 @pytest.fixture
@@ -31,7 +21,7 @@ def workers() -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     port = free_port()
     with server_process("--port", str(port), "--workers", "2") as proc:
         wait_for_port(port)
-        assert _until(lambda: len(child_pids(proc.pid)) == 3)  # the store and two workers
+        assert wait_until(lambda: len(child_pids(proc.pid)) == 3)  # the store and two workers
         yield proc, port
 
 
@@ -67,7 +57,7 @@ def test_a_killed_worker_is_replaced(workers: tuple[subprocess.Popen[bytes], int
     proc, port = workers
     victim = _pid_of_a_connection(port)
     os.kill(victim, signal.SIGKILL)
-    assert _until(lambda: victim not in child_pids(proc.pid) and len(child_pids(proc.pid)) == 3)
+    assert wait_until(lambda: victim not in child_pids(proc.pid) and len(child_pids(proc.pid)) == 3)
     assert redis.Redis(port=port).ping() is True
 
 
@@ -76,7 +66,7 @@ def test_sigterm_stops_every_worker_and_the_store(workers: tuple[subprocess.Pope
     children = child_pids(proc.pid)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0
-    assert _until(lambda: not any(process_running(pid) for pid in children))
+    assert wait_until(lambda: not any(process_running(pid) for pid in children))
 
 
 def test_nothing_outlives_a_killed_supervisor(workers: tuple[subprocess.Popen[bytes], int]) -> None:
@@ -84,7 +74,7 @@ def test_nothing_outlives_a_killed_supervisor(workers: tuple[subprocess.Popen[by
     children = child_pids(proc.pid)
     proc.kill()
     proc.wait(30)
-    assert _until(lambda: not any(process_running(pid) for pid in children))
+    assert wait_until(lambda: not any(process_running(pid) for pid in children))
 
 
 def test_a_unix_socket_needs_a_single_process() -> None:
