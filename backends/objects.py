@@ -26,7 +26,7 @@ from typing import Any
 
 from backends import errors as msgs
 from backends.device import Device, parse_device_lenient
-from backends.errors import AIError, raise_if_unavailable
+from backends.errors import AIError
 
 MARKER_FIELD = b"__redisai__"
 MODEL_MARKER = b"model"
@@ -76,7 +76,6 @@ def model_hash_fields(meta: ModelMeta, blob: bytes) -> list[bytes]:
 def check_marker(reply: Any, marker: bytes, exists: Any) -> bool:
     """Interpret ``HGET key __redisai__`` next to ``EXISTS key``: False when the key is missing, WRONGTYPE
     when it holds anything else than our kind of object (a string, a list, a user's own hash)."""
-    raise_if_unavailable(exists, reply)
     if not exists:
         return False
     if isinstance(reply, AIError) or reply != marker:
@@ -87,7 +86,6 @@ def check_marker(reply: Any, marker: bytes, exists: Any) -> bool:
 def decode_model_meta(values: Any, exists: Any) -> ModelMeta | None:
     """Decode ``HMGET key *MODEL_META_FIELDS`` next to ``EXISTS key``: None when there is no such key,
     WRONGTYPE when the key is not a model."""
-    raise_if_unavailable(exists, values)
     if not exists:
         return None
     if isinstance(values, AIError) or not isinstance(values, list) or values[0] != MODEL_MARKER:
@@ -144,7 +142,6 @@ def script_hash_fields(meta: ScriptMeta, source: bytes) -> list[bytes]:
 def decode_script_meta(values: Any, exists: Any) -> ScriptMeta | None:
     """Decode ``HMGET key *SCRIPT_META_FIELDS`` next to ``EXISTS key``: None when there is no such key,
     WRONGTYPE when the key is not a script."""
-    raise_if_unavailable(exists, values)
     if not exists:
         return None
     if isinstance(values, AIError) or not isinstance(values, list) or values[0] != SCRIPT_MARKER:

@@ -25,7 +25,7 @@ class Suspended:
         coro, pending = self._coro, self._waiting_on
         while True:
             try:
-                await _until_done(pending)
+                await _UntilDone(pending)
             except asyncio.CancelledError:  # our Task was cancelled (or what it waited on was)
                 if isinstance(pending, asyncio.Future):
                     pending.cancel()  # what Task.cancel() does to the future its coroutine waits on
@@ -55,17 +55,10 @@ class _UntilDone:
     def __await__(self) -> Generator[Any, None, None]:
         pending = self._pending
         if isinstance(pending, asyncio.Future):
-            if not pending.done():
-                pending._asyncio_future_blocking = True
+            if not pending.done():  # still marked blocking by the coroutine that yielded it: our Task waits on it
                 yield pending
         else:  # a bare ``yield`` (asyncio.sleep(0)): give the loop one turn
             yield None
-
-
-def _until_done(pending: Any) -> _UntilDone:
-    if isinstance(pending, asyncio.Future):
-        pending._asyncio_future_blocking = False
-    return _UntilDone(pending)
 
 
 def step_once(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
-from backends.errors import AIError, raise_if_unavailable, wrong_arity
+from backends.errors import AIError, wrong_arity
 from backends.objects import MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
 from server.ai import RunStats
 from server.resp_reply import OK
@@ -49,7 +49,6 @@ async def read_stats(keyspace: Keyspace, key: bytes) -> RunStats | None:
     beside it, server/store/atomic.py), in one round trip; None unless both are there."""
     meta, counters = await keyspace.pipeline([(b"HMGET", key, MARKER_FIELD, b"backend", b"device", b"tag"),
                                               (b"HMGET", stats_key(key), *STAT_FIELDS)])
-    raise_if_unavailable(meta, counters)
     if not isinstance(meta, list) or meta[0] not in _KINDS or not isinstance(counters, list) or None in counters:
         return None
     kind = _KINDS[meta[0]]

@@ -133,10 +133,23 @@ def commandstats_lines(ctx: ServerContext) -> list[str]:
 
 def merge_commandstats(store_text: str, ours: list[str]) -> str:
     """Our lines inside the store's ``# Commandstats`` section (after its header), or a section of their own."""
-    header = "# Commandstats\r\n"
-    at = store_text.find(header)
+    return add_to_section(store_text, "Commandstats", ours, at_start=True)
+
+
+def add_to_section(text: str, title: str, lines: list[str], at_start: bool = False) -> str:
+    """``lines`` (each ending in CR LF) inside the ``# title`` section of an INFO text — right after its header,
+    or at its end — or, when the text has no such section, as a section of their own after the others."""
+    header = f"# {title}\r\n"
+    at = text.find(header)
     if at < 0:
-        section = header + "".join(ours)
-        return section if not store_text.strip() else store_text.rstrip("\r\n") + "\r\n\r\n" + section
+        section = header + "".join(lines)
+        return section if not text.strip() else text.rstrip("\r\n") + "\r\n\r\n" + section
     at += len(header)
-    return store_text[:at] + "".join(ours) + store_text[at:]
+    if not at_start:
+        end = text.find("\r\n\r\n", at - 2)
+        if end < 0:
+            text = text if text.endswith("\r\n") else text + "\r\n"
+            at = len(text)
+        else:
+            at = end + 2
+    return text[:at] + "".join(lines) + text[at:]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
 from backends.errors import AIError
-from server.commands.info_ai import ai_sections, commandstats_lines, merge_commandstats
+from server.commands.info_ai import add_to_section, ai_sections, commandstats_lines, merge_commandstats
 from server.commands.spec import RELAY, CommandSpec, RelayThen
 from server.context import REDIS_COMPAT_VERSION, VERSION
 from server.resp_framer import join_aggregate, split_aggregate
@@ -102,7 +102,7 @@ async def cmd_info(client: ClientConnection, argv: list[bytes]) -> Any:
         if "commandstats" in wanted:
             store_text = merge_commandstats(store_text, commandstats_lines(client.ctx))
         if "memory" in wanted:
-            store_text = add_to_section(store_text, "Memory", process_memory_lines())
+            store_text = add_to_section(store_text, "Memory", [f"{line}\r\n" for line in process_memory_lines()])
         if store_text.strip():
             parts.append(store_text.strip("\r\n") + "\r\n")
     body = "\r\n".join(p.rstrip("\r\n") + "\r\n" for p in parts if p).encode()
@@ -123,19 +123,6 @@ def _current_rss() -> int:
             return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def add_to_section(text: str, title: str, lines: list[str]) -> str:
-    """``lines`` appended to the ``# title`` section of an INFO text (a new section when the store sent none)."""
-    extra = "".join(f"{line}\r\n" for line in lines)
-    header = f"# {title}\r\n"
-    start = text.find(header)
-    if start < 0:
-        return text.rstrip("\r\n") + ("\r\n\r\n" if text.strip() else "") + header + extra
-    end = text.find("\r\n\r\n", start)
-    if end < 0:
-        return text.rstrip("\r\n") + "\r\n" + extra
-    return text[: end + 2] + extra + text[end + 2 :]
 
 
 def cmd_command(client: ClientConnection, argv: list[bytes]) -> Any:

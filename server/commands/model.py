@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
-from backends.errors import AIError, raise_if_unavailable
+from backends.errors import AIError
 from backends.objects import (
     MODEL_MARKER,
     MODEL_META_FIELDS,
@@ -150,7 +150,6 @@ def decode_input(value: Any) -> Tensor:
     """A GET reply as an input tensor: RedisAI's errors for a missing key and for any other type."""
     if value is None:
         raise AIError(msgs.TENSOR_KEY_EMPTY_MSG)
-    raise_if_unavailable(value)
     if isinstance(value, AIError):
         raise AIError(msgs.WRONGTYPE_MSG)
     return decode_tensor(value)
@@ -211,7 +210,6 @@ async def _read_phase(keyspace: Keyspace, key: bytes, hint: list[bytes], out_hin
 async def _model_meta(keyspace: Keyspace, key: bytes, values: Any) -> ModelMeta:
     """The model's metadata from HMGET; only when every field is missing does a second look tell a missing
     key (``model key is empty``) from a hash that is not a model (WRONGTYPE)."""
-    raise_if_unavailable(values)
     if isinstance(values, list) and all(v is None for v in values):
         exists = await keyspace.call(b"EXISTS", key)
     else:
@@ -231,7 +229,6 @@ def check_output_types(replies: list[Any]) -> None:
     """An output key holding anything but a tensor is WRONGTYPE, and nothing runs or is written (RedisAI
     replies +OK and then a second -WRONGTYPE here, quirk 9; we send the error only). An empty prefix is a
     missing key (or an empty string, which is then replaced)."""
-    raise_if_unavailable(*replies)
     for prefix in replies:
         if isinstance(prefix, AIError) or (prefix and not looks_like_tensor(prefix)):
             raise AIError(msgs.WRONGTYPE_MSG)

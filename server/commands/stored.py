@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from backends.errors import AIError, raise_if_unavailable, wrong_arity
+from backends.errors import AIError, wrong_arity
 from backends.objects import MARKER_FIELD
 from server.resp_reply import OK
 from server.store.atomic import DELETE_OBJECT, STATS_PREFIX, stats_key
@@ -39,7 +39,6 @@ async def scan_stored(client: ClientConnection, argv: list[bytes], marker: bytes
     keyspace = client.keyspace()
     names = await _stats_names(keyspace)
     tags = await keyspace.pipeline([(b"HMGET", name, MARKER_FIELD, b"tag") for name in names])
-    raise_if_unavailable(*tags)
     return [[name, found[1]] for name, found in zip(names, tags, strict=True)
             if isinstance(found, list) and found[0] == marker]
 

@@ -34,8 +34,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import select
-from collections import OrderedDict, deque
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,10 +43,17 @@ import hiredis
 
 from backends import errors as msgs
 from backends.errors import AIError
-from server.store.upstream import StoreAddress, UpstreamProtocol, ValueReader, open_upstream, pack_command
+from server.store.upstream import (
+    Hook,
+    PendingReplies,
+    StoreAddress,
+    UpstreamProtocol,
+    ValueReader,
+    open_upstream,
+    pack_command,
+)
 
 log = logging.getLogger("redisai.store")
-Hook = Callable[[Any], None]
 
 WRITTEN_KEYS_KEPT = 100_000
 # Commands that only read: relaying them drops nothing.
@@ -74,7 +81,7 @@ class TrackingLink:
         self._on_invalidate = on_invalidate
         self._on_lost = on_lost
         self._upstream: UpstreamProtocol | None = None
-        self._pending: deque[tuple[asyncio.Future[Any], Hook | None]] = deque()  # oldest first
+        self._pending = PendingReplies()
         self._poll: select.poll | None = None
         self._lock = asyncio.Lock()
 
@@ -98,11 +105,9 @@ class TrackingLink:
 
     async def _send(self, upstream: UpstreamProtocol, commands: list[list[bytes]],
                     hooks: Sequence[Hook | None] = ()) -> list[Any]:
-        loop = asyncio.get_running_loop()
-        futures = [loop.create_future() for _ in commands]
-        self._pending.extend(zip(futures, [*hooks, *([None] * (len(commands) - len(hooks)))], strict=True))
+        replies = self._pending.expect(len(commands), hooks)
         upstream.write(b"".join(pack_command(argv) for argv in commands))
-        return [await future for future in futures]
+        return await replies
 
     async def _connect(self) -> None:
         """Connect, switch to RESP3 and turn tracking on; only then is the link used for reads."""
@@ -128,21 +133,12 @@ class TrackingLink:
             if len(reply) >= 2 and reply[0] == b"invalidate":
                 self._on_invalidate(reply[1])
             return
-        if self._pending:
-            future, hook = self._pending.popleft()
-            if hook is not None:
-                hook(reply)
-            if not future.done():
-                future.set_result(reply)
+        self._pending.deliver(reply)
 
     def _lost(self, exc: Exception | None) -> None:
         self._upstream = None
         self._poll = None
-        error = AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc or "connection closed"))
-        pending, self._pending = self._pending, deque()
-        for future, _hook in pending:
-            if not future.done():
-                future.set_exception(error)
+        self._pending.fail_all(AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc or "connection closed")))
         self._on_lost()
 
     def has_unread_data(self) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from backends.errors import AIError
+from backends.errors import AIError, raise_if_unavailable
 from server.store.atomic import SCRIPTS, SET_TENSORS, ScriptCall, StoreScript
 from server.store.cache import TrackedCache, TrackingRefused
 
@@ -60,9 +60,11 @@ class Keyspace:
         if self._cache is None or not self._cache.enabled:
             return await self.pipeline(commands)
         try:
-            return await self._cache.read_many(self.db, commands)
+            replies = await self._cache.read_many(self.db, commands)
         except TrackingRefused:
             return await self.pipeline(commands)
+        raise_if_unavailable(*replies)
+        return replies
 
     def known_tensors(self, keys: Sequence[bytes]) -> bool:
         """Whether each key last held a tensor we wrote (a pre-run type check may be skipped; see the cache)."""
@@ -87,10 +89,14 @@ class Keyspace:
         return reply
 
     async def pipeline(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
-        """Run several commands in one round trip; error replies come back as ``AIError`` values."""
+        """Run several commands in one round trip; error replies come back as ``AIError`` values — except a
+        store that cannot answer now (LOADING after a restart, BUSY …): that is raised, so no caller mistakes
+        it for a key of the wrong type."""
         if not commands:
             return []
-        return await self._link.pipeline([to_argv(c) for c in commands])
+        replies = await self._link.pipeline([to_argv(c) for c in commands])
+        raise_if_unavailable(*replies)
+        return replies
 
     async def read_many(self, keys: Sequence[bytes]) -> list[Any]:
         """GET each key in one round trip: bytes, None when missing, or the WRONGTYPE error value."""
@@ -118,6 +124,7 @@ class Keyspace:
                                                 *calls[i][1], *calls[i][2]] for i in lost])
             for i, reply in zip(lost, again, strict=True):
                 replies[i] = reply
+        raise_if_unavailable(*replies)
         return replies
 
     async def set_tensors(self, keys: Sequence[bytes], values: Sequence[Arg], empty_is_free: bool = True,

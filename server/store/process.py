@@ -146,6 +146,10 @@ class DataDirLock:
                                   "(--dir)") from exc
         self._handle = handle
 
+    @property
+    def held(self) -> bool:
+        return self._handle is not None
+
     def fileno(self) -> int:
         """The locked file's descriptor, handed to the store child so the lock lives as long as it does."""
         return self._handle.fileno() if self._handle is not None else -1
@@ -204,7 +208,7 @@ class StoreProcess:
         try:
             # The lock's descriptor goes to the child too: if we are killed, a restarted server cannot take the
             # data directory while the old store is still writing its last snapshot there.
-            held = [self._lock.fileno()] if self._lock is not None and self._lock.fileno() >= 0 else []
+            held = [self._lock.fileno()] if self._lock is not None and self._lock.held else []
             self._proc = subprocess.Popen([*launcher, *self.arguments()], stdin=subprocess.DEVNULL,
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                           start_new_session=True, close_fds=True, pass_fds=held)
@@ -219,7 +223,7 @@ class StoreProcess:
             Path(self.data_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreStartError(f"cannot create data directory {self.data_dir}: {exc.strerror} (--dir)") from exc
-        if self._lock is not None and self._lock._handle is None:
+        if self._lock is not None and not self._lock.held:
             self._lock.acquire()
 
     async def _wait_until_ready(self, proc: subprocess.Popen[bytes]) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 import hiredis
@@ -22,6 +21,7 @@ from server.store.cache import TrackedCache
 from server.store.keyspace import load_scripts
 from server.store.upstream import (
     FrameReader,
+    PendingReplies,
     StoreAddress,
     UpstreamProtocol,
     ValueReader,
@@ -171,15 +171,6 @@ def _is_message(frame: bytes) -> bool:
     return frame.startswith((b"*3\r\n$7\r\nmessage\r\n", b"*4\r\n$8\r\npmessage\r\n", b"*3\r\n$8\r\nsmessage\r\n"))
 
 
-@dataclass(slots=True, eq=False)
-class _Batch:
-    """One ``pipeline`` call in flight: its future, and the replies that came back so far."""
-
-    future: asyncio.Future[list[Any]]
-    expected: int
-    replies: list[Any] = field(default_factory=list)
-
-
 class RedisLink:
     """The keyspace's pipelined connection to one database: many requests in flight, replies in order.
 
@@ -189,7 +180,7 @@ class RedisLink:
     def __init__(self, address: StoreAddress, db: int) -> None:
         self._address = address
         self._db = db
-        self._pending: deque[_Batch] = deque()
+        self._pending = PendingReplies()
         self._upstream: UpstreamProtocol | None = None
         self._lock = asyncio.Lock()
         self._outbox: list[bytes] = []
@@ -200,7 +191,7 @@ class RedisLink:
         async with self._lock:
             if self._upstream is None:
                 upstream = await open_upstream(self._address, ValueReader(), self._db, self._on_lost)
-                upstream.on_reply = self._on_reply
+                upstream.on_reply = self._pending.deliver
                 self._upstream = upstream
         return self._upstream
 
@@ -212,13 +203,11 @@ class RedisLink:
                 await self._ensure()
             except (OSError, ConnectionError) as exc:
                 raise AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc)) from exc
-        loop = asyncio.get_running_loop()
-        batch = _Batch(loop.create_future(), len(commands))
-        self._pending.append(batch)
+        replies = self._pending.expect(len(commands))
         if not self._outbox:
-            loop.call_soon(self._flush)
+            asyncio.get_running_loop().call_soon(self._flush)
         self._outbox.extend(pack_command(argv) for argv in commands)
-        return await batch.future
+        return await replies
 
     def _flush(self) -> None:
         """Everything queued in this loop iteration, in one write (to the connection alive now: batches
@@ -227,24 +216,10 @@ class RedisLink:
         if data and self._upstream is not None:
             self._upstream.write(data)
 
-    def _on_reply(self, reply: Any) -> None:
-        if not self._pending:
-            return
-        batch = self._pending[0]
-        batch.replies.append(reply)
-        if len(batch.replies) == batch.expected:
-            self._pending.popleft()
-            if not batch.future.done():
-                batch.future.set_result(batch.replies)
-
     def _on_lost(self, exc: Exception | None) -> None:
         self._upstream = None
         self._outbox = []
-        error = AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc or "connection closed"))
-        while self._pending:
-            batch = self._pending.popleft()
-            if not batch.future.done():
-                batch.future.set_exception(error)
+        self._pending.fail_all(AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc or "connection closed")))
 
     def close(self) -> None:
         if self._upstream is not None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -88,6 +88,56 @@ class ValueReader:
 
     def next(self) -> Any:
         return self._reader.gets()
+
+
+Hook = Callable[[Any], None]
+
+
+@dataclass(slots=True, eq=False)
+class _Batch:
+    """The commands of one call in flight: its future, the replies so far, and a hook per reply (or none)."""
+
+    future: asyncio.Future[list[Any]]
+    expected: int
+    hooks: Sequence[Hook | None]
+    replies: list[Any] = field(default_factory=list)
+
+
+class PendingReplies:
+    """The replies a pipelined connection still awaits, in order: one future per call, not one per command.
+
+    ``hooks[i]`` of a call is run with its reply i the moment that reply is parsed, before anything behind it
+    in the same read (the coherent cache fills itself there; server/store/cache.py)."""
+
+    def __init__(self) -> None:
+        self._batches: deque[_Batch] = deque()
+
+    def __bool__(self) -> bool:
+        return bool(self._batches)
+
+    def expect(self, count: int, hooks: Sequence[Hook | None] = ()) -> asyncio.Future[list[Any]]:
+        batch = _Batch(asyncio.get_running_loop().create_future(), count, hooks)
+        self._batches.append(batch)
+        return batch.future
+
+    def deliver(self, reply: Any) -> None:
+        if not self._batches:
+            return
+        batch = self._batches[0]
+        position = len(batch.replies)
+        if position < len(batch.hooks) and (hook := batch.hooks[position]) is not None:
+            hook(reply)
+        batch.replies.append(reply)
+        if len(batch.replies) == batch.expected:
+            self._batches.popleft()
+            if not batch.future.done():
+                batch.future.set_result(batch.replies)
+
+    def fail_all(self, error: Exception) -> None:
+        while self._batches:
+            batch = self._batches.popleft()
+            if not batch.future.done():
+                batch.future.set_exception(error)
 
 
 class UpstreamProtocol(asyncio.Protocol):
