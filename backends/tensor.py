@@ -20,7 +20,7 @@ Copies of a large (≥ 100 MB) numeric tensor — these are the only ones:
   (``encode_tensor_parts`` hands out header and data separately for a writer that can send them unjoined.)
 * Out (``AI.TENSORGET``): ``decode_tensor`` is ``numpy.frombuffer`` on a memoryview of the stored value
   (no copy) and ``Tensor.data`` is a memoryview of the array (no copy); the RESP encoder joins it into the
-  reply (1 copy, server/resp.py).
+  reply (1 copy, server/protocol/reply.py).
 * torch: ``Tensor.to_torch``/``Tensor.from_torch`` share memory (DLPack or ``from_numpy``/``.numpy()``)
   unless the device or the layout forces a copy (GPU tensors, non-contiguous views, big-endian arrays,
   read-only arrays on numpy < 2).

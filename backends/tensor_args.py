@@ -2,7 +2,7 @@
 
 Nothing here touches the store: ``parse_tensorset`` reads the grammar (RedisAI's ``ParseTensorSetArgs`` order of
 checks), ``build_tensor`` checks and wraps the payload, ``tensorget_format`` reads TENSORGET's flags and
-``tensorget_reply`` builds the reply value (encoded by server/resp.py: RESP2 bulk strings or RESP3 doubles for
+``tensorget_reply`` builds the reply value (encoded by server/protocol/reply.py: RESP2 bulk strings or RESP3 doubles for
 floats). Every error is an ``AIError`` with RedisAI's exact text; the standalone commands check the key *before*
 raising them (WRONGTYPE wins over argument errors), DAG ops raise them at parse time.
 """

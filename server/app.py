@@ -13,14 +13,15 @@ import signal
 import ssl
 import time
 
-from server.ai import AIState
+from server.ai.state import AIState
+from server.commands.context import ServerContext
 from server.commands.table import COMMAND_TABLE
 from server.config import Config
-from server.connection import ClientConnection
-from server.context import ServerContext, Store
-from server.metrics import make_metrics
+from server.frontend.connection import ClientConnection
+from server.ops.metrics import Metrics, ObservedServer
 from server.store.embedded import EmbeddedStore
 from server.store.redis import RedisStore
+from server.store.session import Store
 
 log = logging.getLogger("redisai.server")
 
@@ -135,8 +136,7 @@ class Server:
                 break
             await asyncio.sleep(0.01)
         for client in list(self.ctx.clients.values()):
-            if client.transport is not None:
-                client.transport.close()
+            client.close()
         await asyncio.to_thread(self.ctx.ai.queues.close, max(deadline - time.monotonic(), 0.5))
         for listener in self._listeners:
             await listener.wait_closed()
@@ -144,3 +144,12 @@ class Server:
         if self.config.unixsocket and os.path.exists(self.config.unixsocket):
             os.unlink(self.config.unixsocket)
         log.info("shut down")
+
+
+def make_metrics(ctx: ObservedServer) -> Metrics:
+    """The context's metrics: Prometheus when ``metrics_port`` is set, else the do-nothing hooks."""
+    if not ctx.config.metrics_port:
+        return Metrics()
+    from server.ops.prometheus import PrometheusMetrics  # lazy: prometheus_client only when asked for
+
+    return PrometheusMetrics(ctx)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from server.resp import parse_strict_int
+from server.protocol.request import parse_strict_int
 
 LLONG_MAX = 2**63 - 1
 

@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Any
 from backends import errors as msgs
 from backends.errors import AIError, wrong_arity
 from backends.registry import BACKEND_IMPORTS, BackendRegistry, parse_backend
-from server.ai import AIState
-from server.resp import parse_strict_int
-from server.resp_reply import OK, Status
+from server.ai.state import AIState
+from server.protocol.reply import OK, Status
+from server.protocol.request import parse_strict_int
 
 if TYPE_CHECKING:
-    from server.connection import ClientConnection
+    from server.commands.context import Client
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +73,7 @@ def parse_config(argv: list[bytes]) -> ConfigRequest:
     raise AIError(msgs.CONFIG_UNSUPPORTED_SUBCOMMAND_MSG)
 
 
-def cmd_config(client: ClientConnection, argv: list[bytes]) -> Any:
+def cmd_config(client: Client, argv: list[bytes]) -> Any:
     """AI.CONFIG BACKENDSPATH path | LOADBACKEND backend path | MODEL_CHUNK_SIZE bytes | GET name"""
     req = parse_config(argv)
     ai = client.ctx.ai

@@ -22,44 +22,44 @@ from dag.mangle import ResolvedDag, resolve
 from dag.ops import DagOp, ModelOp, ScriptOp, TensorGetOp, TensorSetOp
 from dag.parse import DAGEXECUTE, DAGEXECUTE_RO, DAGRUN, DAGRUN_RO, DagHeader, DagKind, parse_header
 from dag.runinfo import RunInfo, Step, Work
-from server.ai import AIState
+from server.ai.execution import execute_run
+from server.ai.state import AIState
+from server.ai.stored import fetch_blob
 from server.commands.dag_ops import objects_named, parse_ops
-from server.commands.model import batch_spec, check_output_types, decode_input, fetch_blob, output_type_checks
+from server.commands.model import batch_spec, check_output_types, decode_input, output_type_checks
 from server.commands.script import fetch_source, script_work
-from server.execution import execute_run
-from server.metrics import Metrics
-from server.resp_reply import OK, Status
+from server.ops.metrics import Metrics
+from server.protocol.reply import OK, Status
 from server.store.atomic import ScriptCall
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
-    from server.connection import ClientConnection
-    from server.context import ServerContext
+    from server.commands.context import Client, ServerContext
 
 NA = Status(msgs.NA_STATUS)
 
 
-async def cmd_dagexecute(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_dagexecute(client: Client, argv: list[bytes]) -> Any:
     """AI.DAGEXECUTE [LOAD n key...] [PERSIST n key...] [ROUTING key] [TIMEOUT ms] |> op [|> op ...]"""
     return await run_dag(client, argv, DAGEXECUTE)
 
 
-async def cmd_dagexecute_ro(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_dagexecute_ro(client: Client, argv: list[bytes]) -> Any:
     """AI.DAGEXECUTE_RO [LOAD n key...] [ROUTING key] [TIMEOUT ms] |> op [|> op ...]"""
     return await run_dag(client, argv, DAGEXECUTE_RO)
 
 
-async def cmd_dagrun(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_dagrun(client: Client, argv: list[bytes]) -> Any:
     """AI.DAGRUN [LOAD n key...] [PERSIST n key...] [TIMEOUT ms] |> op [|> op ...]   (deprecated)"""
     return await run_dag(client, argv, DAGRUN)
 
 
-async def cmd_dagrun_ro(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_dagrun_ro(client: Client, argv: list[bytes]) -> Any:
     """AI.DAGRUN_RO [LOAD n key...] [TIMEOUT ms] |> op [|> op ...]   (deprecated)"""
     return await run_dag(client, argv, DAGRUN_RO)
 
 
-async def run_dag(client: ClientConnection, argv: list[bytes], kind: DagKind) -> Any:
+async def run_dag(client: Client, argv: list[bytes], kind: DagKind) -> Any:
     header = parse_header(argv, kind)
     keyspace, ai = client.keyspace(), client.ctx.ai
     ops, loaded, persist_checks = await _parse_with_store(keyspace, header, kind)

@@ -12,17 +12,17 @@ from backends import errors as msgs
 from backends.errors import AIError, wrong_arity
 from backends.objects import MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
 from backends.tensor import HEADER_SIZE, looks_like_tensor
+from server.commands.context import DATABASES, REDIS_COMPAT_VERSION, VERSION
 from server.commands.spec import RELAY
-from server.context import DATABASES, REDIS_COMPAT_VERSION, VERSION
-from server.resp import parse_strict_int
-from server.resp_reply import OK, Status
+from server.protocol.reply import OK, Status
+from server.protocol.request import parse_strict_int
 from server.store.keyspace import status_text
 
 if TYPE_CHECKING:
-    from server.connection import ClientConnection
+    from server.commands.context import Client
 
 
-def cmd_ping(client: ClientConnection, argv: list[bytes]) -> Any:
+def cmd_ping(client: Client, argv: list[bytes]) -> Any:
     """PING [message]"""
     if client.relays_everything():
         return RELAY
@@ -31,18 +31,18 @@ def cmd_ping(client: ClientConnection, argv: list[bytes]) -> Any:
     return argv[1] if len(argv) == 2 else Status("PONG")
 
 
-def cmd_echo(client: ClientConnection, argv: list[bytes]) -> Any:
+def cmd_echo(client: Client, argv: list[bytes]) -> Any:
     """ECHO message"""
     return RELAY if client.relays_everything() else argv[1]
 
 
-def cmd_quit(client: ClientConnection, argv: list[bytes]) -> Any:
+def cmd_quit(client: Client, argv: list[bytes]) -> Any:
     """QUIT: answer +OK, then close once every earlier reply is written."""
     client.close_after_reply()
     return OK
 
 
-def cmd_auth(client: ClientConnection, argv: list[bytes]) -> Any:
+def cmd_auth(client: Client, argv: list[bytes]) -> Any:
     """AUTH [username] password"""
     if len(argv) > 3:
         raise AIError(msgs.SYNTAX_MSG)
@@ -56,7 +56,7 @@ def cmd_auth(client: ClientConnection, argv: list[bytes]) -> Any:
     return OK
 
 
-def cmd_hello(client: ClientConnection, argv: list[bytes]) -> Any:
+def cmd_hello(client: Client, argv: list[bytes]) -> Any:
     """HELLO [protover [AUTH username password] [SETNAME clientname]]"""
     proto = client.state.proto
     if len(argv) > 1:
@@ -88,7 +88,7 @@ def cmd_hello(client: ClientConnection, argv: list[bytes]) -> Any:
             "redisai_server": VERSION}
 
 
-def cmd_select(client: ClientConnection, argv: list[bytes]) -> Any:
+def cmd_select(client: Client, argv: list[bytes]) -> Any:
     """SELECT index: validated here, then relayed so the client's own store connection switches too."""
     index = parse_strict_int(argv[1])
     if index is None:
@@ -99,11 +99,10 @@ def cmd_select(client: ClientConnection, argv: list[bytes]) -> Any:
     return RELAY
 
 
-def cmd_reset(client: ClientConnection, argv: list[bytes]) -> Any:
+def cmd_reset(client: Client, argv: list[bytes]) -> Any:
     """RESET: back to a fresh connection — RESP2, the default db, no name, no MULTI/WATCH/subscriptions
     (the store session is dropped and reopened on demand), and not authenticated when a password is set."""
-    client.reset_session()
-    client.multi.discard()
+    client.reset()
     state = client.state
     state.db = client.ctx.store.default_db
     state.name = ""
@@ -116,7 +115,7 @@ def cmd_reset(client: ClientConnection, argv: list[bytes]) -> Any:
     return Status("RESET")
 
 
-async def cmd_type(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_type(client: Client, argv: list[bytes]) -> Any:
     """TYPE key: RedisAI's type names for AI values (AI_TENSOR, AI__MODEL, AI_SCRIPT), the store's otherwise.
 
     Tensors are Redis strings and models/scripts Redis hashes here; TYPE tells them apart as RedisAI's
@@ -144,7 +143,7 @@ def _valid_client_name(name: bytes) -> str:
     return name.decode()
 
 
-def cmd_client(client: ClientConnection, argv: list[bytes]) -> Any:
+def cmd_client(client: Client, argv: list[bytes]) -> Any:
     """CLIENT SETNAME|GETNAME|SETINFO|ID|INFO|LIST|KILL ... (others are relayed to the store)."""
     sub = argv[1].upper()
     handler = _CLIENT_SUBCOMMANDS.get(sub)
@@ -153,20 +152,20 @@ def cmd_client(client: ClientConnection, argv: list[bytes]) -> Any:
     return handler(client, argv)
 
 
-def _client_setname(client: ClientConnection, argv: list[bytes]) -> Any:
+def _client_setname(client: Client, argv: list[bytes]) -> Any:
     if len(argv) != 3:
         raise wrong_arity("client|setname")
     client.state.name = _valid_client_name(argv[2]) if argv[2] else ""
     return OK
 
 
-def _client_getname(client: ClientConnection, argv: list[bytes]) -> Any:
+def _client_getname(client: Client, argv: list[bytes]) -> Any:
     if len(argv) != 2:
         raise wrong_arity("client|getname")
     return client.state.name.encode() if client.state.name else None
 
 
-def _client_setinfo(client: ClientConnection, argv: list[bytes]) -> Any:
+def _client_setinfo(client: Client, argv: list[bytes]) -> Any:
     if len(argv) != 4:
         raise wrong_arity("client|setinfo")
     attr = argv[2].upper()
@@ -181,17 +180,17 @@ def _client_setinfo(client: ClientConnection, argv: list[bytes]) -> Any:
     return OK
 
 
-def _client_id(client: ClientConnection, argv: list[bytes]) -> Any:
+def _client_id(client: Client, argv: list[bytes]) -> Any:
     if len(argv) != 2:
         raise wrong_arity("client|id")
     return client.state.id
 
 
-def _client_info(client: ClientConnection, argv: list[bytes]) -> Any:
+def _client_info(client: Client, argv: list[bytes]) -> Any:
     return (client.describe() + "\n").encode()
 
 
-def _client_list(client: ClientConnection, argv: list[bytes]) -> Any:
+def _client_list(client: Client, argv: list[bytes]) -> Any:
     """CLIENT LIST [TYPE normal|pubsub|...] [ID id ...]"""
     clients = list(client.ctx.clients.values())
     if len(argv) >= 4 and argv[2].upper() == b"ID":
@@ -209,7 +208,7 @@ def _client_list(client: ClientConnection, argv: list[bytes]) -> Any:
     return "".join(c.describe() + "\n" for c in clients).encode()
 
 
-def _client_kill(client: ClientConnection, argv: list[bytes]) -> Any:
+def _client_kill(client: Client, argv: list[bytes]) -> Any:
     """CLIENT KILL addr | CLIENT KILL [ID id] [ADDR addr] [LADDR addr] [SKIPME yes|no] ..."""
     if len(argv) == 3:
         victims = [c for c in client.ctx.clients.values() if c.state.addr == argv[2].decode(errors="replace")]
@@ -225,7 +224,7 @@ def _client_kill(client: ClientConnection, argv: list[bytes]) -> Any:
     return len(victims)
 
 
-def _select_victims(client: ClientConnection, filters: list[bytes]) -> list[ClientConnection]:
+def _select_victims(client: Client, filters: list[bytes]) -> list[Client]:
     candidates = list(client.ctx.clients.values())
     skip_me = True
     for name, value in zip(filters[::2], filters[1::2], strict=False):
@@ -250,7 +249,7 @@ def _select_victims(client: ClientConnection, filters: list[bytes]) -> list[Clie
     return [c for c in candidates if not (skip_me and c is client)]
 
 
-def _client_reply(client: ClientConnection, argv: list[bytes]) -> Any:
+def _client_reply(client: Client, argv: list[bytes]) -> Any:
     """CLIENT REPLY ON|OFF|SKIP, kept here: the store keeps answering, our slots drop what was turned off."""
     if len(argv) != 3:
         raise wrong_arity("client|reply")
@@ -262,12 +261,12 @@ def _client_reply(client: ClientConnection, argv: list[bytes]) -> Any:
     return OK
 
 
-def _client_refused(client: ClientConnection, argv: list[bytes]) -> Any:
+def _client_refused(client: Client, argv: list[bytes]) -> Any:
     """Subcommands that name client ids: ours are not the store's, so they cannot be relayed safely."""
     raise AIError(msgs.CLIENT_SUBCOMMAND_UNSUPPORTED_FMT.format(sub=argv[1].decode(errors="replace").upper()))
 
 
-def _client_tracking(client: ClientConnection, argv: list[bytes]) -> Any:
+def _client_tracking(client: Client, argv: list[bytes]) -> Any:
     if any(arg.upper() == b"REDIRECT" for arg in argv[2:]):
         raise AIError(msgs.CLIENT_TRACKING_REDIRECT_MSG)
     return RELAY

@@ -18,18 +18,18 @@ from typing import TYPE_CHECKING, Any
 from backends import errors as msgs
 from backends.errors import AIError, wrong_arity
 from backends.objects import MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
-from server.ai import RunStats
-from server.resp_reply import OK
+from server.ai.state import RunStats
+from server.protocol.reply import OK
 from server.store.atomic import STAT_FIELDS, stats_key
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
-    from server.connection import ClientConnection
+    from server.commands.context import Client
 
 _KINDS: Mapping[bytes, str] = MappingProxyType({MODEL_MARKER: "MODEL", SCRIPT_MARKER: "SCRIPT"})
 
 
-async def cmd_aiinfo(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_aiinfo(client: Client, argv: list[bytes]) -> Any:
     """AI.INFO key [RESETSTAT]: the 18-element stats reply, or +OK after zeroing them. Any third argument other
     than RESETSTAT is ignored (quirk 20)."""
     if not 2 <= len(argv) <= 3:

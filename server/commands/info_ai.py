@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from server.context import VERSION
+from server.commands.context import VERSION
 
 if TYPE_CHECKING:
-    from server.ai import AIState
-    from server.context import ServerContext
+    from server.ai.state import AIState
+    from server.commands.context import ServerContext
 
 Fields = list[tuple[str, object]]
 

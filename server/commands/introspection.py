@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
 from backends.errors import AIError
+from server.commands.context import REDIS_COMPAT_VERSION, VERSION
 from server.commands.info_ai import add_to_section, ai_sections, commandstats_lines, merge_commandstats
 from server.commands.spec import RELAY, CommandSpec, RelayThen
-from server.context import REDIS_COMPAT_VERSION, VERSION
-from server.resp_framer import join_aggregate, split_aggregate
-from server.resp_reply import Status, Verbatim, encode
+from server.protocol.framer import join_aggregate, split_aggregate
+from server.protocol.reply import Status, Verbatim, encode
 
 if TYPE_CHECKING:
-    from server.connection import ClientConnection
+    from server.commands.context import Client
 
 OUR_SECTIONS = ("server", "clients", "stats", "ai")
 DEFAULT_SECTIONS = ("server", "clients", "stats", "keyspace")
@@ -28,7 +28,7 @@ _EXPANSIONS = MappingProxyType({"default": DEFAULT_SECTIONS, "all": (*DEFAULT_SE
                                 "everything": (*DEFAULT_SECTIONS, "commandstats", "ai")})
 
 
-def _server_section(client: ClientConnection) -> list[tuple[str, object]]:
+def _server_section(client: Client) -> list[tuple[str, object]]:
     ctx = client.ctx
     uptime = int(time.time() - ctx.started_at)
     return [
@@ -55,7 +55,7 @@ def _embedded_store_fields(store: object) -> list[tuple[str, object]]:
     return [("embedded_store_pid", process.pid), ("embedded_store_version", process.version or "unknown")]
 
 
-def _clients_section(client: ClientConnection) -> list[tuple[str, object]]:
+def _clients_section(client: Client) -> list[tuple[str, object]]:
     clients = list(client.ctx.clients.values())
     return [
         ("connected_clients", len(clients)),
@@ -64,7 +64,7 @@ def _clients_section(client: ClientConnection) -> list[tuple[str, object]]:
     ]
 
 
-def _stats_section(client: ClientConnection) -> list[tuple[str, object]]:
+def _stats_section(client: Client) -> list[tuple[str, object]]:
     stats = client.ctx.stats
     return [
         ("total_connections_received", stats.connections_received),
@@ -86,7 +86,7 @@ def _wanted_sections(argv: list[bytes]) -> list[str]:
     return list(dict.fromkeys(section for word in words for section in _EXPANSIONS.get(word, (word,))))
 
 
-async def cmd_info(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_info(client: Client, argv: list[bytes]) -> Any:
     """INFO [section ...]: server, clients, stats and ai (also under modules) are ours; commandstats merges our
     commands' lines into the store's; keyspace and any other section come from the store."""
     wanted = _wanted_sections(argv)
@@ -125,7 +125,7 @@ def _current_rss() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def cmd_command(client: ClientConnection, argv: list[bytes]) -> Any:
+def cmd_command(client: Client, argv: list[bytes]) -> Any:
     """COMMAND [COUNT | INFO name... | DOCS [name...] | GETKEYS cmd args... | LIST]: ours merged into the store's.
 
     The store's reply is relayed in the client's protocol and our entries are spliced into the raw frame, so
@@ -150,7 +150,7 @@ def cmd_command(client: ClientConnection, argv: list[bytes]) -> Any:
     return RELAY
 
 
-def _ours(client: ClientConnection, name: bytes) -> CommandSpec | None:
+def _ours(client: Client, name: bytes) -> CommandSpec | None:
     return client.ctx.commands.get(name.upper().decode(errors="replace"))
 
 
@@ -162,7 +162,7 @@ def _append(raw: bytes, extra: list[bytes], kind: bytes) -> bytes:
     return join_aggregate(raw_kind, elements + extra)
 
 
-def _command_info(client: ClientConnection, names: list[bytes]) -> Any:
+def _command_info(client: Client, names: list[bytes]) -> Any:
     specs = [_ours(client, name) for name in names]
     if all(spec is not None for spec in specs):
         return [spec.info_reply() for spec in specs if spec is not None]
@@ -177,7 +177,7 @@ def _command_info(client: ClientConnection, names: list[bytes]) -> Any:
     return RelayThen(merge, [b"COMMAND", b"INFO", *(name.lower() for name in others)])
 
 
-def _command_docs(client: ClientConnection, names: list[bytes]) -> Any:
+def _command_docs(client: Client, names: list[bytes]) -> Any:
     proto = client.state.proto
     if names:
         specs = {name: _ours(client, name) for name in names}
@@ -192,7 +192,7 @@ def _command_docs(client: ClientConnection, names: list[bytes]) -> Any:
     return RelayThen(lambda raw: _append(raw, extra, b"%" if proto == 3 else b"*"), [b"COMMAND", b"DOCS", *others])
 
 
-def _command_getkeys(client: ClientConnection, argv: list[bytes]) -> Any:
+def _command_getkeys(client: Client, argv: list[bytes]) -> Any:
     if len(argv) < 3:
         raise AIError(f"ERR wrong number of arguments for 'command|{argv[1].decode(errors='replace').lower()}' "
                       "command")

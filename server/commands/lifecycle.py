@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
 from backends.errors import AIError
-from server.resp_reply import OK
+from server.protocol.reply import OK
 
 if TYPE_CHECKING:
-    from server.connection import ClientConnection
+    from server.commands.context import Client
 
 _FLAGS = frozenset({b"NOSAVE", b"SAVE", b"NOW", b"FORCE", b"ABORT"})
 
 
-def cmd_shutdown(client: ClientConnection, argv: list[bytes]) -> Any:
+def cmd_shutdown(client: Client, argv: list[bytes]) -> Any:
     """SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]: +OK, then the connection closes and the server stops."""
     flags = {arg.upper() for arg in argv[1:]}
     if not flags <= _FLAGS or {b"NOSAVE", b"SAVE"} <= flags:

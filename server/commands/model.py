@@ -26,7 +26,9 @@ from backends.tensor import HEADER_SIZE, Tensor, decode_tensor, encode_tensor, l
 from dag.batching import BatchPolicy
 from dag.execute import ModelWork
 from dag.runinfo import BatchSpec, RunInfo, Step
-from server.ai import RunStats
+from server.ai.execution import execute_run
+from server.ai.state import RunStats
+from server.ai.stored import fetch_blob
 from server.commands.model_args import (
     ModelExecuteRequest,
     ModelStoreRequest,
@@ -41,14 +43,13 @@ from server.commands.model_args import (
     parse_modelstore,
 )
 from server.commands.stored import delete_stored, scan_stored
-from server.execution import execute_run
-from server.metrics import Metrics
-from server.resp_reply import OK, Status
+from server.ops.metrics import Metrics
+from server.protocol.reply import OK, Status
 from server.store.atomic import STORE_OBJECT, ScriptCall, stats_key
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
-    from server.connection import ClientConnection
+    from server.commands.context import Client
 
 log = logging.getLogger("redisai.model")
 
@@ -58,18 +59,18 @@ ParseExecute = Callable[[list[bytes], int, int], ModelExecuteRequest]
 # --- storing ------------------------------------------------------------------------------------------------------
 
 
-async def cmd_modelstore(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_modelstore(client: Client, argv: list[bytes]) -> Any:
     """AI.MODELSTORE key backend device [TAG tag] [BATCHSIZE n [MINBATCHSIZE m [MINBATCHTIMEOUT t]]]
     [INPUTS n name... OUTPUTS m name...] BLOB chunk..."""
     return await _store(client, parse_modelstore(argv))
 
 
-async def cmd_modelset(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_modelset(client: Client, argv: list[bytes]) -> Any:
     """AI.MODELSET key backend device [TAG tag] [BATCHSIZE n ...] [INPUTS name... OUTPUTS name...] BLOB chunk..."""
     return await _store(client, parse_modelset(argv))
 
 
-async def _store(client: ClientConnection, req: ModelStoreRequest) -> Any:
+async def _store(client: Client, req: ModelStoreRequest) -> Any:
     """Build the model (off the loop: a broken blob is the backend's error), check the key, write, cache."""
     ai = client.ctx.ai
     digest = blob_digest(req.blob)
@@ -106,7 +107,7 @@ def chunk_blob(blob: bytes, chunk_size: int) -> bytes | list[bytes]:
     return [bytes(view[i * chunk_size : (i + 1) * chunk_size]) for i in range(count)]
 
 
-async def cmd_modelget(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_modelget(client: Client, argv: list[bytes]) -> Any:
     """AI.MODELGET key [META] [BLOB]"""
     want_meta, want_blob = parse_modelget_flags(argv)
     meta, (blob,) = await _read_meta(client.keyspace(), argv[1], (b"blob",))
@@ -121,12 +122,12 @@ async def cmd_modelget(client: ClientConnection, argv: list[bytes]) -> Any:
     return [*reply, "blob", blob_value] if want_blob else reply
 
 
-async def cmd_modeldel(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_modeldel(client: Client, argv: list[bytes]) -> Any:
     """AI.MODELDEL key"""
     return await delete_stored(client, argv, MODEL_MARKER, msgs.MODEL_KEY_EMPTY_MSG)
 
 
-async def cmd_modelscan(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_modelscan(client: Client, argv: list[bytes]) -> Any:
     """AI._MODELSCAN"""
     return await scan_stored(client, argv, MODEL_MARKER)
 
@@ -134,13 +135,13 @@ async def cmd_modelscan(client: ClientConnection, argv: list[bytes]) -> Any:
 # --- executing ----------------------------------------------------------------------------------------------------
 
 
-async def cmd_modelexecute(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_modelexecute(client: Client, argv: list[bytes]) -> Any:
     """AI.MODELEXECUTE key INPUTS n key... OUTPUTS m key... [TIMEOUT ms]"""
     check_modelexecute_arity(argv)
     return await _execute(client, argv, parse_modelexecute)
 
 
-async def cmd_modelrun(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_modelrun(client: Client, argv: list[bytes]) -> Any:
     """AI.MODELRUN key [TIMEOUT ms] INPUTS key... OUTPUTS key...   (deprecated)"""
     check_modelrun_arity(argv)
     return await _execute(client, argv, parse_modelrun)
@@ -155,7 +156,7 @@ def decode_input(value: Any) -> Tensor:
     return decode_tensor(value)
 
 
-async def _execute(client: ClientConnection, argv: list[bytes], parse: ParseExecute, again: bool = False) -> Any:
+async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again: bool = False) -> Any:
     """Read, run, write. ``again``: the model changed under a run that used cached metadata (STALEMODEL from
     the write): run once more with the store's metadata; the first run was already counted in AI.INFO."""
     ai, keyspace = client.ctx.ai, client.keyspace()
@@ -238,13 +239,6 @@ async def _read_inputs(keyspace: Keyspace, req: ModelExecuteRequest) -> list[Ten
     return [decode_input(v) for v in await keyspace.read_many(list(req.inputs))]
 
 
-async def fetch_blob(keyspace: Keyspace, key: bytes) -> bytes:
-    blob = await keyspace.call(b"HGET", key, b"blob")
-    if not isinstance(blob, bytes):
-        raise AIError(msgs.MODEL_KEY_EMPTY_MSG)
-    return blob
-
-
 def batch_spec(meta: ModelMeta, key: bytes, metrics: Metrics) -> BatchSpec | None:
     """Auto-batching for a model stored with BATCHSIZE > 0: partners must use the very same loaded model."""
     if meta.batchsize <= 0:
@@ -273,7 +267,7 @@ async def write_outputs(keyspace: Keyspace, keys: tuple[bytes, ...], tensors: li
     await keyspace.set_tensors(keys, [encode_tensor(t) for t in tensors], also=counters, model=model)
 
 
-def _record_stats(client: ClientConnection, key: bytes, run: RunInfo, n_inputs: int) -> list[ScriptCall]:
+def _record_stats(client: Client, key: bytes, run: RunInfo, n_inputs: int) -> list[ScriptCall]:
     """AI.INFO: samples = dim 0 of the first output (REDISAI-REFERENCE §2.14)."""
     first = run.slots[n_inputs] if len(run.slots) > n_inputs else None
     samples = first.shape[0] if first is not None and first.shape else 0

@@ -13,7 +13,7 @@ from backends.device import Device, parse_device, parse_device_lenient
 from backends.errors import AIError, wrong_arity
 from backends.registry import parse_backend
 from server.commands.args import ArgCursor, parse_ac_uint
-from server.resp import parse_strict_int
+from server.protocol.request import parse_strict_int
 
 
 @dataclass(frozen=True, slots=True)

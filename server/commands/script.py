@@ -1,7 +1,7 @@
 """Script commands: AI.SCRIPTSTORE/SCRIPTSET, AI.SCRIPTGET, AI.SCRIPTDEL, AI.SCRIPTEXECUTE/SCRIPTRUN, AI._SCRIPTSCAN.
 
 A script is one Redis hash (backends/objects.py) holding its TorchScript source; the compiled form is cached in
-the process by (device, source digest) (server/script_cache.py). AI.SCRIPTEXECUTE reads the script's metadata,
+the process by (device, source digest) (server/ai/script_cache.py). AI.SCRIPTEXECUTE reads the script's metadata,
 the input tensors and the output keys' types in one round trip, runs as a one-op DAG on the script's device
 queue, then writes the outputs in one atomic round trip before it replies (the model commands' pattern).
 
@@ -11,6 +11,7 @@ round trip), ``fetch_source``, ``ScriptCache.get`` (``ctx.ai.scripts``) and ``sc
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -29,7 +30,9 @@ from backends.objects import (
 from backends.tensor import Tensor
 from dag.runinfo import RunInfo, Step
 from dag.script_work import ScriptWork
-from server.ai import RunStats
+from server.ai.execution import execute_run
+from server.ai.script_host import LoopScriptHost
+from server.ai.state import RunStats
 from server.commands.model import check_output_types, decode_input, output_type_checks, write_outputs
 from server.commands.script_args import (
     ScriptExecuteRequest,
@@ -43,16 +46,13 @@ from server.commands.script_args import (
     parse_scriptstore,
 )
 from server.commands.stored import delete_stored, scan_stored
-from server.execution import execute_run
-from server.resp_reply import OK, Status
-from server.script_host import LoopScriptHost
+from server.protocol.reply import OK, Status
 from server.store.atomic import STORE_OBJECT, stats_key
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
     from backends.script_backend import CompiledScript
-    from server.connection import ClientConnection
-    from server.context import ServerContext
+    from server.commands.context import Client, ServerContext
 
 log = logging.getLogger("redisai.script")
 
@@ -62,17 +62,17 @@ ParseExecute = Callable[[list[bytes]], ScriptExecuteRequest]
 # --- storing ------------------------------------------------------------------------------------------------------
 
 
-async def cmd_scriptstore(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_scriptstore(client: Client, argv: list[bytes]) -> Any:
     """AI.SCRIPTSTORE key device [TAG tag] ENTRY_POINTS n fn... SOURCE src"""
     return await _store(client, parse_scriptstore(argv))
 
 
-async def cmd_scriptset(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_scriptset(client: Client, argv: list[bytes]) -> Any:
     """AI.SCRIPTSET key device [TAG tag] SOURCE src   (deprecated: no entry points)"""
     return await _store(client, parse_scriptset(argv))
 
 
-async def _store(client: ClientConnection, req: ScriptStoreRequest) -> Any:
+async def _store(client: Client, req: ScriptStoreRequest) -> Any:
     """Compile (off the loop: a script that does not compile is its own error), check the key, write, cache.
 
     As in RedisAI, compile and entry-point errors come before WRONGTYPE.
@@ -113,7 +113,7 @@ async def fetch_source(keyspace: Keyspace, key: bytes) -> bytes:
     return source
 
 
-async def cmd_scriptget(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_scriptget(client: Client, argv: list[bytes]) -> Any:
     """AI.SCRIPTGET key [META] [SOURCE]"""
     want_meta, want_source = parse_scriptget_flags(argv)
     keyspace = client.keyspace()
@@ -127,12 +127,12 @@ async def cmd_scriptget(client: ClientConnection, argv: list[bytes]) -> Any:
     return [*reply, "source", source] if want_source else reply
 
 
-async def cmd_scriptdel(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_scriptdel(client: Client, argv: list[bytes]) -> Any:
     """AI.SCRIPTDEL key"""
     return await delete_stored(client, argv, SCRIPT_MARKER, msgs.SCRIPT_KEY_EMPTY_MSG)
 
 
-async def cmd_scriptscan(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_scriptscan(client: Client, argv: list[bytes]) -> Any:
     """AI._SCRIPTSCAN"""
     return await scan_stored(client, argv, SCRIPT_MARKER)
 
@@ -140,14 +140,14 @@ async def cmd_scriptscan(client: ClientConnection, argv: list[bytes]) -> Any:
 # --- executing ----------------------------------------------------------------------------------------------------
 
 
-async def cmd_scriptexecute(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_scriptexecute(client: Client, argv: list[bytes]) -> Any:
     """AI.SCRIPTEXECUTE key function [KEYS n key...] [INPUTS n key...] [ARGS n arg...] [OUTPUTS m key...]
     [TIMEOUT ms]"""
     check_scriptexecute_arity(argv)
     return await _execute(client, argv, parse_scriptexecute)
 
 
-async def cmd_scriptrun(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_scriptrun(client: Client, argv: list[bytes]) -> Any:
     """AI.SCRIPTRUN key function [TIMEOUT ms] [INPUTS key... [$ key...]] [OUTPUTS key...]   (deprecated)"""
     check_scriptrun_arity(argv)
     return await _execute(client, argv, parse_scriptrun)
@@ -159,7 +159,7 @@ def script_work(ctx: ServerContext, meta: ScriptMeta, compiled: CompiledScript,
     of the script's ENTRY_POINTS, and redis/redisAI calls reaching database 0 of ``ctx``'s store."""
     return ScriptWork(compiled, req.function, entry_point=req.function in meta.entry_points,
                       n_outputs=len(req.outputs), keys=req.keys, args=req.args,
-                      host=LoopScriptHost.for_server(ctx))
+                      host=LoopScriptHost(asyncio.get_running_loop(), ctx.keyspace(0), ctx.ai.models))
 
 
 async def _prefetch(keyspace: Keyspace, argv: list[bytes],
@@ -184,7 +184,7 @@ async def _prefetch(keyspace: Keyspace, argv: list[bytes],
     return meta, req, inputs
 
 
-async def _execute(client: ClientConnection, argv: list[bytes], parse: ParseExecute) -> Any:
+async def _execute(client: Client, argv: list[bytes], parse: ParseExecute) -> Any:
     ai, keyspace = client.ctx.ai, client.keyspace()
     meta, req, inputs = await _prefetch(keyspace, argv, parse)
     compiled = await ai.scripts.get(meta, lambda: fetch_source(keyspace, req.key))

@@ -24,7 +24,7 @@ from backends import errors as msgs
 from backends.device import Device, parse_device_lenient
 from backends.errors import AIError, wrong_arity
 from server.commands.args import ArgCursor, parse_ac_int
-from server.resp import parse_strict_int
+from server.protocol.request import parse_strict_int
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from server.resp_reply import Status
-
-if TYPE_CHECKING:
-    from server.connection import ClientConnection
+from server.protocol.reply import Status
 
 
 class _Relay:
@@ -29,7 +26,9 @@ class RelayThen:
     transform: Callable[[bytes], bytes]
     argv: list[bytes] | None = None
 
-Handler = Callable[["ClientConnection", list[bytes]], Any]
+# A handler takes the ``Client`` (server/commands/context.py) and argv. Typed ``Any`` here because the context
+# module, which defines ``Client``, holds the table of specs: naming it would make an import cycle.
+Handler = Callable[[Any, list[bytes]], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +36,11 @@ class CommandSpec:
     """How one of our commands is dispatched and described.
 
     ``arity`` follows Redis: ``n`` means exactly n arguments (command name included), ``-n`` at least n.
-    ``waits`` marks handlers that return a coroutine (they touch the store or the workers): the connection
-    lets earlier relayed commands finish before starting one, so replies and effects stay in order.
+    ``after_relays`` marks a command that must start only once every earlier relayed command of its client has
+    been answered, and that holds the client's later commands until it is done: every handler that returns a
+    coroutine (it reads the store through the keyspace, or runs work on a device queue), and RESET, which
+    drops the store session the earlier relayed commands are still waiting on. Their effects and replies are
+    then ordered with the relayed ones around them. tests/unit/test_command_table.py checks each row.
     """
 
     name: str
@@ -51,7 +53,7 @@ class CommandSpec:
     group: str
     summary: str
     usage: str
-    waits: bool = False
+    after_relays: bool = False
     ai: bool = False  # an AI.* command: refused inside MULTI (the store cannot queue it)
 
     def arity_ok(self, argc: int) -> bool:

@@ -7,17 +7,17 @@ from typing import TYPE_CHECKING, Any
 
 from backends.errors import AIError, wrong_arity
 from backends.objects import MARKER_FIELD
-from server.resp_reply import OK
+from server.protocol.reply import OK
 from server.store.atomic import DELETE_OBJECT, STATS_PREFIX, stats_key
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
-    from server.connection import ClientConnection
+    from server.commands.context import Client
 
 log = logging.getLogger("redisai.commands")
 
 
-async def delete_stored(client: ClientConnection, argv: list[bytes], marker: bytes, empty_msg: str) -> Any:
+async def delete_stored(client: Client, argv: list[bytes], marker: bytes, empty_msg: str) -> Any:
     """AI.MODELDEL / AI.SCRIPTDEL key: DEL restricted to the right kind of object; its stats go too."""
     if len(argv) != 2:
         raise wrong_arity(argv[0].decode(errors="replace"))
@@ -28,7 +28,7 @@ async def delete_stored(client: ClientConnection, argv: list[bytes], marker: byt
     return OK
 
 
-async def scan_stored(client: ClientConnection, argv: list[bytes], marker: bytes) -> Any:
+async def scan_stored(client: Client, argv: list[bytes], marker: bytes) -> Any:
     """AI._MODELSCAN / AI._SCRIPTSCAN: [key, tag] of every object of that kind in the caller's database, whoever
     stored it. RedisAI lists its stats registry; ours is in the store (the counters beside each object), so
     the scan walks those and keeps the keys that still hold such an object: a DEL, RENAME, expiry or flush

@@ -35,17 +35,17 @@ from backends.tensor_args import (
     tensorget_format,
     tensorget_reply,
 )
-from server.resp_reply import OK
+from server.protocol.reply import OK
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
-    from server.connection import ClientConnection
+    from server.commands.context import Client
 
 _PROBE_END = str(HEADER_SIZE - 1).encode()
 _META_PROBE_END = str(MAX_HEADER_SIZE - 1).encode()
 
 
-async def cmd_tensorset(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_tensorset(client: Client, argv: list[bytes]) -> Any:
     """AI.TENSORSET key type [dim ...] [BLOB data | VALUES value [value ...]]
 
     Argument errors are held back until the key is known to be missing or a tensor (WRONGTYPE comes first).
@@ -78,7 +78,7 @@ async def _check_tensor_or_missing(keyspace: Keyspace, key: bytes) -> None:
         raise AIError(msgs.WRONGTYPE_MSG)
 
 
-async def cmd_tensorget(client: ClientConnection, argv: list[bytes]) -> Any:
+async def cmd_tensorget(client: Client, argv: list[bytes]) -> Any:
     """AI.TENSORGET key [META] [BLOB | VALUES]
 
     Key errors (missing: ``ERR tensor key is empty or in a different shard``; not a tensor: WRONGTYPE) come

@@ -16,9 +16,10 @@ import hiredis
 
 from backends import errors as msgs
 from backends.errors import AIError
-from server.slots import PUBSUB_COMMANDS, SUBSCRIBE_COMMANDS, LinksByDatabase, ReplySlot, SessionSink
+from server.protocol.slot import ReplySlot
 from server.store.cache import TrackedCache
 from server.store.keyspace import load_scripts
+from server.store.session import PUBSUB_COMMANDS, SUBSCRIBE_COMMANDS, LinksByDatabase, SessionSink
 from server.store.upstream import (
     FrameReader,
     PendingReplies,

@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import hiredis
 
 from backends.errors import AIError
-from server.resp_framer import ReplyFramer
+from server.protocol.framer import ReplyFramer
 
 _NEED_MORE = object()
 

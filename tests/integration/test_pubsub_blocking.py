@@ -108,7 +108,7 @@ def test_unsubscribe_pipelined_after_subscribe(server: RunningServer) -> None:
 
 
 def test_subscriber_that_never_reads_is_cut_off(server: RunningServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    import server.connection as connection
+    import server.frontend.connection as connection
 
     monkeypatch.setattr(connection, "PUBSUB_OUTPUT_LIMIT", 1024 * 1024)
     lazy = server.raw()

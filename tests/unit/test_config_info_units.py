@@ -8,7 +8,7 @@ import pytest
 
 from backends.errors import AIError
 from backends.registry import BackendRegistry, default_backends_path
-from server.ai import AIState
+from server.ai.state import AIState
 from server.commands.config import ConfigRequest, parse_config
 from server.commands.info_ai import merge_commandstats, queue_field_name
 from server.config import Config, ConfigError, load_config

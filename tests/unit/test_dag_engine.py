@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from backends.errors import AIError
-from dag.queues import DeviceQueue, QueueManager
+from dag.manager import QueueManager
+from dag.queues import DeviceQueue
 from dag.runinfo import DeviceTicket, RunInfo, Step, make_tickets
 
 

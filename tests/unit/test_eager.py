@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from server.eager import step_once
+from server.frontend.eager import step_once
 
 
 async def _no_wait() -> int:

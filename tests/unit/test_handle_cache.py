@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from server.handle_cache import HandleCache
+from server.ai.handle_cache import HandleCache
 
 
 class _SlowCache(HandleCache[str, str]):

@@ -7,9 +7,9 @@ import random
 import pytest
 
 from backends.errors import AIError, ProtocolError
-from server.resp import Limits, RequestParser, parse_strict_int, split_inline_args
-from server.resp_framer import ReplyFramer
-from server.resp_reply import NULL_ARRAY, Push, Status, Verbatim, encode
+from server.protocol.framer import ReplyFramer
+from server.protocol.reply import NULL_ARRAY, Push, Status, Verbatim, encode
+from server.protocol.request import Limits, RequestParser, parse_strict_int, split_inline_args
 
 STREAM = (
     b"*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$12\r\nhello\r\nworld\r\n"
@@ -187,7 +187,7 @@ def _encode_request(argv: list[bytes]) -> bytes:
 
 def test_the_hiredis_fast_path_and_the_python_parser_agree_on_any_chunking() -> None:
     """Random pipelines of multibulk commands (some inline, some empty frames), fed in random chunks: every
-    command comes out once, in order, whichever parser took it (server/resp.py, fast path)."""
+    command comes out once, in order, whichever parser took it (server/protocol/request.py, fast path)."""
     rng = random.Random(7)
     for _ in range(200):
         commands = [[rng.randbytes(rng.choice([0, 1, 5, 300, 70_000])) for _ in range(rng.randint(1, 5))]

@@ -13,10 +13,10 @@ from backends.errors import AIError
 from backends.script_backend import compile_script, script_value
 from backends.tensor import Tensor
 from dag.script_work import ScriptWork
-from server.ai import AIState
+from server.ai.script_host import LoopScriptHost, refused
+from server.ai.state import AIState
 from server.config import Config
-from server.resp_reply import Status
-from server.script_host import LoopScriptHost, refused
+from server.protocol.reply import Status
 from server.store.keyspace import Keyspace
 
 CPU = Device("CPU", "CPU", None)

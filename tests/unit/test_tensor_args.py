@@ -22,7 +22,7 @@ from backends.tensor_args import (
     tensorget_format,
     tensorget_reply,
 )
-from server.resp_reply import encode
+from server.protocol.reply import encode
 
 
 def _argv(*args: object) -> list[bytes]:

@@ -1,4 +1,4 @@
-"""Compiled scripts, cached in the server process like loaded models (server/ai.py ModelCache).
+"""Compiled scripts, cached in the server process like loaded models (server/ai/state.py ModelCache).
 
 Keyed by (device queue, source digest), not by key name: a script replaced through another server or directly
 in Redis has a new digest and is compiled afresh, never served stale; the same source stored under two keys is
@@ -17,7 +17,7 @@ from backends import errors as msgs
 from backends.device import Device
 from backends.errors import AIError
 from backends.objects import ScriptMeta
-from server.handle_cache import HandleCache
+from server.ai.handle_cache import HandleCache
 
 if TYPE_CHECKING:
     from backends.script_backend import CompiledScript
@@ -66,7 +66,7 @@ def on_big_stack(fn: Callable[..., T], *args: Any) -> T:
 
 
 class ScriptCache(HandleCache[ScriptMeta, "CompiledScript"]):
-    """Compiled scripts by (device queue, source digest) — see server/handle_cache.py."""
+    """Compiled scripts by (device queue, source digest) — see server/ai/handle_cache.py."""
 
     def __init__(self, capacity: int = SCRIPT_CACHE_CAPACITY, intra_op_threads: int = 1) -> None:
         super().__init__(capacity)

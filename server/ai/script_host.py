@@ -14,18 +14,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from backends import errors as msgs
 from backends.base import LoadedModel
 from backends.errors import AIError
 from backends.objects import MODEL_META_FIELDS, decode_model_meta
-from server.ai import ModelCache
-from server.commands.model import fetch_blob
+from server.ai.state import ModelCache
+from server.ai.stored import fetch_blob
 from server.store.keyspace import Keyspace
-
-if TYPE_CHECKING:
-    from server.context import ServerContext
 
 CALL_TIMEOUT_S = 30.0
 T = TypeVar("T")
@@ -57,11 +54,6 @@ class LoopScriptHost:
         self._keyspace = keyspace
         self._models = models
         self._timeout_s = timeout_s
-
-    @classmethod
-    def for_server(cls, ctx: ServerContext) -> LoopScriptHost:
-        """The host for runs started now, from the event loop: database 0 of ``ctx``'s store."""
-        return cls(asyncio.get_running_loop(), ctx.keyspace(0), ctx.ai.models)
 
     def call(self, argv: list[bytes]) -> Any:
         """One command's reply value (an ``AIError`` value for an error reply or a refused command)."""

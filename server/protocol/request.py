@@ -1,6 +1,6 @@
 """Sans-IO RESP request parsing: multibulk and inline commands, Redis's limits and Protocol error texts.
 
-Replies: server/resp_reply.py (values and the encoder); the store's replies: server/resp_framer.py.
+Replies: server/protocol/reply.py (values and the encoder); the store's replies: server/protocol/framer.py.
 
 Nothing here knows about sockets or asyncio (house rule 1). The parser follows Redis's own
 ``processMultibulkBuffer``/``processInlineBuffer``: the same limits, the same ``Protocol error`` texts.

@@ -3,7 +3,7 @@
 Ordering and pipelining. Every parsed command gets a ``ReplySlot`` appended to ``self.slots``; replies are
 written from the head of that queue only, so pipelined replies always leave in command order. Commands
 relayed to the backing store are sent at once, back to back, over the client's own store session (one
-round trip for a whole pipeline). A command whose handler ``waits`` (it reads the store through the
+round trip for a whole pipeline). A command marked ``after_relays`` (its handler reads the store through the
 keyspace or runs work on a device queue) starts only when no relayed reply is outstanding, and nothing
 after it starts until it is done: its effects and replies are ordered with the relayed ones around it.
 
@@ -26,17 +26,19 @@ from typing import Any, cast
 
 from backends import errors as msgs
 from backends.errors import AIError, ProtocolError, wrong_arity
-from server.client_state import ClientState, format_peer
+from server.commands.client_state import ClientState, format_peer
+from server.commands.context import DATABASES, ServerContext
 from server.commands.spec import RELAY, CommandSpec, RelayThen
 from server.commands.table import NO_AUTH_COMMANDS
-from server.context import DATABASES, CommandStat, ServerContext, StoreSession
-from server.eager import step_once
-from server.multi import MultiSubstitutions
-from server.resp import RequestParser, parse_strict_int
-from server.resp_reply import encode
-from server.slots import SUBSCRIBE_COMMANDS, ReplySlot, SessionSink
+from server.frontend.eager import step_once
+from server.frontend.multi import MultiSubstitutions
+from server.ops.stats import CommandStat
+from server.protocol.reply import encode
+from server.protocol.request import RequestParser, parse_strict_int
+from server.protocol.slot import ReplySlot
 from server.store.embedded import refused_on_embedded
 from server.store.keyspace import Keyspace
+from server.store.session import SUBSCRIBE_COMMANDS, SessionSink, StoreSession
 
 log = logging.getLogger("redisai.connection")
 
@@ -152,12 +154,13 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         self._close_after_reply = True
         self._write_ready()
 
-    def reset_session(self) -> None:
+    def reset(self) -> None:
         """RESET: drop the store session; the next relayed command opens a fresh one (RESP2, default db, no
         MULTI, WATCH or subscriptions), which is what RESET leaves on the Redis side too."""
         if self.session is not None:
             self.session.close()
             self.session = None
+        self.multi.discard()
 
     # --- what handlers may use ----------------------------------------------------------------------------------
 
@@ -207,7 +210,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
                 self._close_after_reply = True
                 break
             spec = self.ctx.commands.get(item[0].upper().decode(errors="replace")) if item else None
-            if spec is not None and spec.waits:
+            if spec is not None and spec.after_relays:
                 if self._relay_pending():
                     break
                 self._write_ready()  # answered replies go out first: their rewrites (EXEC's SELECT) apply now
@@ -420,6 +423,10 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         if not self._reading_paused and self.transport is not None:
             self._reading_paused = True
             self.transport.pause_reading()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
 
     def idle(self) -> bool:
         """Nothing in flight: no unanswered command and no running handler (used by graceful shutdown)."""

@@ -1,8 +1,8 @@
 """Metrics hooks: what the rest of the server calls, whether or not Prometheus metrics are on.
 
 ``ServerContext.metrics`` is a ``Metrics``. With ``--metrics-port`` 0 (the default) it is this do-nothing
-base class and prometheus_client is never imported; with a port, ``make_metrics`` imports
-``server.prometheus`` lazily and returns its ``PrometheusMetrics``, which serves ``/metrics`` on that port.
+base class and prometheus_client is never imported; with a port, ``make_metrics`` (server/app.py) imports
+``server.ops.prometheus`` lazily and returns its ``PrometheusMetrics``, which serves ``/metrics`` on that port.
 
 Hooks (cheap, safe to call from any thread):
 
@@ -14,12 +14,26 @@ Hooks (cheap, safe to call from any thread):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sized
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from dag.runinfo import StepResult
-    from server.ai import RunStats
-    from server.context import ServerContext
+    from server.ai.state import AIState, RunStats
+    from server.config import Config
+    from server.ops.stats import Stats
+
+
+class ObservedServer(Protocol):
+    """What the metrics read of a server (``ServerContext`` is one): ops sits below the command layer, so it
+    names the parts it reads instead of importing the context."""
+
+    config: Config
+    ai: AIState
+    stats: Stats
+
+    @property
+    def clients(self) -> Sized: ...
 
 
 class Metrics:
@@ -42,12 +56,3 @@ class Metrics:
 
     async def stop(self) -> None:
         """Close the HTTP listener (nothing to do when off)."""
-
-
-def make_metrics(ctx: ServerContext) -> Metrics:
-    """The context's metrics: Prometheus when ``metrics_port`` is set, else the do-nothing hooks."""
-    if not ctx.config.metrics_port:
-        return Metrics()
-    from server.prometheus import PrometheusMetrics  # lazy: prometheus_client only when asked for
-
-    return PrometheusMetrics(ctx)

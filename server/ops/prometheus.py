@@ -22,12 +22,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from server.metrics import Metrics
+from server.ops.metrics import Metrics, ObservedServer
 
 if TYPE_CHECKING:
     from dag.runinfo import StepResult
-    from server.ai import RunStats
-    from server.context import ServerContext
+    from server.ai.state import RunStats
 
 log = logging.getLogger("redisai.metrics")
 
@@ -46,7 +45,7 @@ class PrometheusMetrics(Metrics):
 
     enabled = True
 
-    def __init__(self, ctx: ServerContext) -> None:
+    def __init__(self, ctx: ObservedServer) -> None:
         self.ctx = ctx
         self.registry = CollectorRegistry(auto_describe=True)
         self.run_seconds = Histogram("redisai_run_duration_seconds", "Execution time of model and script ops.",
@@ -128,7 +127,7 @@ def _http(status: bytes, content_type: bytes, body: bytes, method: bytes) -> byt
 class StateCollector(Collector):
     """Reads the server's own counters at scrape time (on the event-loop thread)."""
 
-    def __init__(self, ctx: ServerContext) -> None:
+    def __init__(self, ctx: ObservedServer) -> None:
         self.ctx = ctx
 
     def collect(self) -> Iterable[Metric]:

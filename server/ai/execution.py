@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from dag.inline import InlinePolicy
-from dag.queues import QueueManager
+from dag.manager import QueueManager
 from dag.runinfo import RunInfo
 
 

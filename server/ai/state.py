@@ -10,11 +10,11 @@ from backends.base import LoadedModel, RuntimeOptions
 from backends.objects import ModelMeta
 from backends.registry import BackendRegistry, default_backends_path
 from dag.inline import InlinePolicy
-from dag.queues import QueueManager
+from dag.manager import QueueManager
 from dag.runinfo import StepResult
+from server.ai.handle_cache import HandleCache
+from server.ai.script_cache import ScriptCache
 from server.config import Config
-from server.handle_cache import HandleCache
-from server.script_cache import ScriptCache
 from server.store.atomic import RECORD_RUN, ScriptCall, stats_key
 
 MODEL_CACHE_CAPACITY = 64
@@ -52,7 +52,7 @@ class RunStats:
 
 
 class ModelCache(HandleCache[ModelMeta, LoadedModel]):
-    """Loaded models by (backend, device queue, blob digest) — see server/handle_cache.py."""
+    """Loaded models by (backend, device queue, blob digest) — see server/ai/handle_cache.py."""
 
     def __init__(self, backends: BackendRegistry, settings: AISettings, capacity: int = MODEL_CACHE_CAPACITY) -> None:
         super().__init__(capacity)
@@ -85,10 +85,10 @@ class AIState:
     backends: BackendRegistry = field(default_factory=BackendRegistry)
     stats: dict[bytes, RunStats] = field(default_factory=dict)
     models: ModelCache = field(init=False)
-    scripts: ScriptCache = field(init=False)  # compiled scripts (server/script_cache.py)
+    scripts: ScriptCache = field(init=False)  # compiled scripts (server/ai/script_cache.py)
     runs: int = 0  # model/script ops that ran since start (INFO ai); RESETSTAT leaves these alone
     run_errors: int = 0
-    on_run: Callable[[bytes, RunStats | None, StepResult], None] | None = None  # metrics hook (server/metrics.py)
+    on_run: Callable[[bytes, RunStats | None, StepResult], None] | None = None  # metrics hook (server/ops/metrics.py)
 
     def __post_init__(self) -> None:
         self.models = ModelCache(self.backends, self.settings)

@@ -25,8 +25,8 @@ from backends.errors import AIError, wrong_arity
 from backends.tensor import encode_tensor
 from backends.tensor_args import build_tensor, parse_tensorset
 from server.commands.spec import RelayThen
-from server.resp_framer import join_aggregate, split_aggregate
-from server.resp_reply import encode
+from server.protocol.framer import join_aggregate, split_aggregate
+from server.protocol.reply import encode
 from server.store.atomic import SET_TENSORS
 
 EXECUTION_COMMANDS = frozenset({"AI.MODELEXECUTE", "AI.MODELRUN", "AI.SCRIPTEXECUTE", "AI.SCRIPTRUN",

@@ -1,0 +1,56 @@
+"""QueueManager: every device queue of one server and the worker threads that serve them.
+
+Apart from dag/queues.py because it starts workers (dag/worker.py), and the worker imports the queue.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from dag.queues import DeviceQueue
+from dag.runinfo import RunInfo, make_tickets
+from dag.worker import Worker
+
+
+class QueueManager:
+    """All device queues of one server and their workers; owned by the ServerContext."""
+
+    def __init__(self, threads_per_queue: int) -> None:
+        self.threads_per_queue = threads_per_queue
+        self.queues: dict[str, DeviceQueue] = {}
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def queue(self, name: str) -> DeviceQueue:
+        """The queue for ``name`` (upper case), started with its workers on first use."""
+        existing = self.queues.get(name)
+        if existing is not None:
+            return existing
+        with self._lock:
+            if name not in self.queues:
+                queue = DeviceQueue(name)
+                for number in range(self.threads_per_queue):
+                    thread = threading.Thread(target=Worker(queue).run, name=f"worker-{name}-{number}", daemon=True)
+                    thread.start()
+                    self._threads.append(thread)
+                self.queues[name] = queue
+            return self.queues[name]
+
+    def submit(self, run: RunInfo) -> None:
+        """Fan the run out: one ticket per device, appended to the tail of that device's queue."""
+        tickets = make_tickets(run, per_step=self.threads_per_queue > 1)
+        run.waiters = list({id(q): q for q in (self.queue(ticket.device) for ticket in tickets)}.values())
+        for ticket in tickets:
+            ticket.enqueued_at = time.monotonic()
+            self.queues[ticket.device].push_back(ticket)
+
+    def close(self, timeout: float) -> None:
+        """Stop the workers once their queues are empty; wait up to ``timeout`` seconds for them."""
+        for queue in list(self.queues.values()):
+            with queue.cond:
+                queue.closed = True
+                queue.cond.notify_all()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(deadline - time.monotonic(), 0.0))

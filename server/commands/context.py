@@ -1,0 +1,96 @@
+"""What every command handler sees: the ``ServerContext`` (the only shared mutable state of a server, built
+once at start and passed in) and the ``Client`` it runs for.
+
+``Client`` is the narrow face of a connection that handlers use (server/frontend/connection.py implements
+it). Handlers never import the connection, so the layers stay one-way (frontend → commands → ops → ai →
+store → protocol; docs/architecture.md, "Layers") and a handler can be tested with a small fake client.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from server.ai.state import AIState
+from server.commands.client_state import ClientState
+from server.commands.spec import CommandSpec
+from server.config import Config
+from server.ops.metrics import Metrics
+from server.ops.stats import Stats
+from server.protocol.request import Limits
+from server.store.keyspace import Keyspace
+from server.store.session import Store
+
+VERSION = "0.1.0"
+REDIS_COMPAT_VERSION = "7.2.0"
+DATABASES = 16
+
+
+@dataclass(slots=True)
+class ServerContext:
+    """Everything a command handler may reach: settings, the store, the connected clients, counters."""
+
+    config: Config
+    store: Store
+    commands: Mapping[str, CommandSpec]
+    ai: AIState
+    limits: Limits = field(default_factory=Limits)
+    stats: Stats = field(default_factory=Stats)
+    metrics: Metrics = field(default_factory=Metrics)  # server/ops/metrics.py; Prometheus with --metrics-port
+    clients: dict[int, Client] = field(default_factory=dict)
+    started_at: float = field(default_factory=time.time)
+    pid: int = field(default_factory=os.getpid)
+    shutting_down: bool = False
+    tcp_port: int = 0
+    request_shutdown: Callable[[], None] = field(default=lambda: None)  # Server.stop, set when it is built
+    _client_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _keyspaces: dict[int, Keyspace] = field(default_factory=dict)
+
+    def next_client_id(self) -> int:
+        return next(self._client_ids)
+
+    def keyspace(self, db: int) -> Keyspace:
+        if db not in self._keyspaces:
+            self._keyspaces[db] = Keyspace(self.store.link(db), db, self.store.cache)
+        return self._keyspaces[db]
+
+
+class Client(Protocol):
+    """One client connection, as a command handler sees it."""
+
+    ctx: ServerContext
+    state: ClientState
+
+    def keyspace(self) -> Keyspace:
+        """The store's keys in the database this client selected."""
+
+    def set_protocol(self, proto: int) -> None:
+        """HELLO: RESP2 or RESP3 for our replies and the store session's."""
+
+    def reset(self) -> None:
+        """RESET: drop the store session and any MULTI bookkeeping (the next relayed command opens a fresh one)."""
+
+    def close_after_reply(self) -> None:
+        """QUIT: close once this command's reply is written."""
+
+    def show_current_reply(self, visible: bool) -> None:
+        """CLIENT REPLY: whether this very command's reply is written."""
+
+    def relays_everything(self) -> bool:
+        """Inside MULTI or once subscribed, even PING must go to the store so it can queue or shape the reply."""
+
+    def kill(self) -> None:
+        """CLIENT KILL: close this client (after its current reply when it kills itself)."""
+
+    def describe(self) -> str:
+        """One CLIENT LIST line."""
+
+    def idle(self) -> bool:
+        """Nothing in flight (graceful shutdown waits for every client to be idle)."""
+
+    def close(self) -> None:
+        """Close the connection now (shutdown, after the drain)."""

@@ -1,0 +1,50 @@
+"""Reply slots: how replies stay in command order while some are answered later.
+
+Every command a client sends gets one ``ReplySlot`` in its connection's reply queue
+(server/frontend/replies.py). Local commands fill it at once; commands relayed to the backing store are
+filled when the store's reply frames arrive (server/store/redis.py); AI commands are filled when their run
+finishes. Replies are written from the head of the queue only, so pipelined replies go out in order
+whatever finishes first. Sans-IO: a slot only holds encoded bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True, eq=False)
+class ReplySlot:
+    """The reply of one command: ``frames_left`` more frames are awaited; ``chunks`` holds the encoded bytes."""
+
+    frames_left: int = 1
+    chunks: list[bytes] = field(default_factory=list)
+    transform: Callable[[bytes], bytes] | None = None
+    suppressed: bool = False  # CLIENT REPLY OFF/SKIP: completed like any slot, but nothing is written
+
+    def output(self) -> bytes:
+        """The bytes to write, after the optional rewrite of a relayed reply (COMMAND merges ours in)."""
+        data = b"".join(self.chunks)
+        if self.transform is not None:
+            try:
+                data = self.transform(data)  # runs even when suppressed: it may also record what happened
+            except Exception as exc:  # a reply we could not merge must not take the connection down
+                data = b"-ERR internal error: cannot merge the store's reply (" + type(exc).__name__.encode() + b")\r\n"
+        return b"" if self.suppressed else data
+
+    @property
+    def done(self) -> bool:
+        return self.frames_left <= 0
+
+    def add_frame(self, data: bytes) -> None:
+        self.chunks.append(data)
+        self.frames_left -= 1
+
+    def fill(self, data: bytes) -> None:
+        """Complete the slot with its whole reply at once."""
+        self.chunks.append(data)
+        self.frames_left = 0
+
+    def finish(self) -> None:
+        """Complete the slot with whatever arrived (a command that sends fewer replies than expected)."""
+        self.frames_left = 0
