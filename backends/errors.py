@@ -50,6 +50,25 @@ def unknown_command(name: str, args: list[str]) -> AIError:
     return AIError(f"ERR unknown command '{name}', with args beginning with: {quoted}")
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception's text on one line, for an error reply (TorchScript and torch messages are multi-line
+    tracebacks); every backend that wraps a runtime's exception uses this one."""
+    text = str(exc).strip() or type(exc).__name__
+    return " ".join(text.split("\n"))
+
+
+def parse_strict_int(raw: bytes | bytearray) -> int | None:
+    """Redis ``string2ll``: optional ``-``, digits without leading zeros (``-0`` refused), int64 range.
+
+    Here, at the bottom of every layer, so that the RESP parser, the command parsers and the tensor and DAG
+    parsers read numbers with one and the same rule."""
+    body = raw[1:] if raw[:1] == b"-" else raw
+    if not body.isdigit() or (body[:1] == b"0" and (len(body) > 1 or raw[:1] == b"-")):
+        return None
+    value = int(raw)
+    return value if -(2**63) <= value < 2**63 else None
+
+
 # --- generic server messages (Redis wording) ---------------------------------------------------------------------
 NOAUTH_MSG = "NOAUTH Authentication required."
 HELLO_NOAUTH_MSG = (
@@ -86,6 +105,20 @@ PUBSUB_CONTEXT_FMT = (
     "ERR Can't execute '{cmd}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET "
     "are allowed in this context"
 )
+HELLO_OPTION_SYNTAX_FMT = "ERR Syntax error in HELLO option '{option}'"
+UNRECOGNIZED_OPTION_FMT = "ERR Unrecognized option '{option}'"  # CLIENT SETINFO
+CLIENT_SETINFO_CHARS_FMT = "ERR {attr} cannot contain spaces, newlines or special characters."  # attr: lib-name
+UNKNOWN_CLIENT_TYPE_FMT = "ERR Unknown client type '{kind}'"
+CLIENT_ID_POSITIVE_MSG = "ERR client-id should be greater than 0"
+# Ours: a MULTI/EXEC of our own (tensor and model writes) that the store did not run, with no queued error to tell.
+TRANSACTION_ABORTED_MSG = "ERR transaction aborted"
+# Ours: a relayed reply we could not rewrite (COMMAND merging ours in); written as a raw ``-`` line by the slot.
+REPLY_MERGE_FAILED_FMT = "ERR internal error: cannot merge the store's reply ({kind})"
+# Ours: the store refused CLIENT TRACKING, so the coherent cache stays off (logged, never a client's reply).
+TRACKING_REFUSED_FMT = "the store refused client-side caching: {detail}"
+# The first words of store errors we recognise (Redis wording).
+STORE_WRONG_ARITY_PREFIX = "ERR wrong number of arguments"
+STORE_UNKNOWN_COMMAND_PREFIX = "ERR unknown command"
 
 # --- RESP protocol errors (Redis wording, connection is closed afterwards) --------------------------------------
 PROTO_INVALID_MULTIBULK_MSG = "ERR Protocol error: invalid multibulk length"
@@ -140,7 +173,18 @@ IN_TRANSACTION_MSG = "ERR Cannot run RedisAI command within a transaction or a L
 TENSOR_KEY_EMPTY_MSG = "ERR tensor key is empty or in a different shard"
 BATCH_SIZE_MISMATCH_MSG = "ERR Model did not generate the expected batch size"
 GPU_NOT_AVAILABLE_FMT = "GPU requested but {backend} couldn't find CUDA"
+MODEL_GPU_NOT_AVAILABLE_FMT = "ERR " + GPU_NOT_AVAILABLE_FMT  # as a model load answers it (scripts: no ERR)
 TIMEDOUT_STATUS = "TIMEDOUT"
+# (MODEL_OUTPUT_COUNT_MSG, shared with redisAI.model_execute in scripts, is in the scripts section below.)
+# RedisAI hard-codes these names (upper case whatever the client typed), unlike Redis's wrong_arity().
+MODELEXECUTE_ARITY_MSG = "ERR wrong number of arguments for 'AI.MODELEXECUTE' command"
+MODELRUN_ARITY_MSG = "ERR wrong number of arguments for 'AI.MODELRUN' command"
+# A runtime's own exception text (torch), on one line: RedisAI answers the backend's message after ERR.
+BACKEND_ERROR_FMT = "ERR {detail}"
+# Ours, not RedisAI's: a TorchScript model whose result is not tensors (or lists/tuples of them).
+MODEL_OUTPUT_TYPE_FMT = "ERR model returned an unsupported output type: {kind}"
+# Ours: an unexpected exception inside a DAG op (a bug or a runtime's non-AIError), answered for that op.
+OP_FAILED_FMT = "ERR {kind}: {detail}"
 
 # --- AI.CONFIG and AI.INFO (REDISAI-REFERENCE.md §2.14, §2.15, Appendix A) -------------------------------------
 CONFIG_UNSUPPORTED_SUBCOMMAND_MSG = "ERR unsupported subcommand"
@@ -261,3 +305,4 @@ SCRIPT_CALL_LOOP_GONE_MSG = "ERR the server is shutting down"
 SCRIPT_CALL_TIMEOUT_MSG = "ERR timed out waiting for the store"
 TENSOR_STRING_TOO_LARGE_MSG = "ERR STRING tensors are limited to {limit} elements by this server"
 SCRIPT_NON_UTF8_MSG = "ERR script KEYS and ARGS must be UTF-8 text on this server"
+SCRIPT_FORBIDDEN_OPS_FMT = "ERR script uses operations this server does not allow: {ops}"

@@ -116,7 +116,7 @@ class OnnxBackend:
         if not device.is_gpu:
             return ["CPUExecutionProvider"]
         if "CUDAExecutionProvider" not in ort.get_available_providers():
-            raise AIError("ERR " + msgs.GPU_NOT_AVAILABLE_FMT.format(backend="ONNX"))
+            raise AIError(msgs.MODEL_GPU_NOT_AVAILABLE_FMT.format(backend="ONNX"))
         return ["CUDAExecutionProvider", "CPUExecutionProvider"]
 
     def version(self) -> str:

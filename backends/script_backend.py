@@ -33,7 +33,7 @@ import torch
 from backends import errors as msgs
 from backends.base import LoadedModel
 from backends.device import Device
-from backends.errors import AIError
+from backends.errors import AIError, one_line
 from backends.tensor import Tensor
 from backends.torch_threads import use_intra_op_threads
 
@@ -84,9 +84,9 @@ def _c_text(raw: bytes) -> str:
 def _call_error(message: str) -> str:
     """A store error as ``redis.execute`` reports it; arity and unknown-command errors are refused by RedisAI's
     RM_Call itself and come out as strerror(EINVAL) / strerror(ENOENT)."""
-    if message.startswith("ERR wrong number of arguments"):
+    if message.startswith(msgs.STORE_WRONG_ARITY_PREFIX):
         message = msgs.REDIS_CALL_EINVAL
-    elif message.startswith("ERR unknown command"):
+    elif message.startswith(msgs.STORE_UNKNOWN_COMMAND_PREFIX):
         message = msgs.REDIS_CALL_ENOENT
     return msgs.REDIS_CALL_ERROR_FMT.format(detail=message)
 
@@ -158,12 +158,6 @@ _LIBRARIES = _register_operators()
 # --- compiling ----------------------------------------------------------------------------------------------------
 
 
-def one_line(exc: BaseException) -> str:
-    """An exception's text on one line (TorchScript messages are multi-line tracebacks)."""
-    text = str(exc).strip() or type(exc).__name__
-    return " ".join(line for line in text.split("\n"))
-
-
 def _resolve(name: str) -> Any:
     """RedisAI's resolver: ``torch``, ``redis`` and ``redisAI``, case-insensitively; nothing else."""
     lowered = name.lower()
@@ -212,7 +206,7 @@ def _refuse_file_access(unit: Any) -> None:
     for function in unit.get_functions():
         bad = sorted({kind for kind in _node_kinds(function.graph) if kind in FORBIDDEN_OPS})
         if bad:
-            raise AIError(f"ERR script uses operations this server does not allow: {', '.join(bad)}")
+            raise AIError(msgs.SCRIPT_FORBIDDEN_OPS_FMT.format(ops=", ".join(bad)))
 
 
 def compile_script(source: bytes, device: Device, entry_points: Sequence[str],

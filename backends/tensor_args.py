@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from backends import errors as msgs
-from backends.errors import AIError
+from backends.errors import AIError, parse_strict_int
 from backends.tensor import (
     DTYPES,
     MAX_DIMS,
@@ -63,15 +63,6 @@ META_BLOB = TensorGetFormat(meta=True, blob=True, values=False)
 
 
 # --- numbers, as Redis parses them -----------------------------------------------------------------------------
-
-
-def parse_strict_int(raw: bytes) -> int | None:
-    """Redis ``string2ll``: optional ``-``, digits without leading zeros (``-0`` refused), int64 range."""
-    body = raw[1:] if raw[:1] == b"-" else raw
-    if not body.isdigit() or (body[:1] == b"0" and (len(body) > 1 or raw[:1] == b"-")):
-        return None
-    value = int(raw)
-    return value if -(2**63) <= value < 2**63 else None
 
 
 def parse_strict_double(raw: bytes) -> float | None:

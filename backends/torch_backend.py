@@ -15,7 +15,7 @@ import torch
 from backends import errors as msgs
 from backends.base import RuntimeOptions
 from backends.device import Device
-from backends.errors import AIError
+from backends.errors import AIError, one_line
 from backends.torch_threads import use_intra_op_threads
 
 _THREADS_LOCK = threading.Lock()
@@ -25,7 +25,7 @@ def torch_device(device: Device) -> torch.device:
     if not device.is_gpu:
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        raise AIError("ERR " + msgs.GPU_NOT_AVAILABLE_FMT.format(backend="Torch"))
+        raise AIError(msgs.MODEL_GPU_NOT_AVAILABLE_FMT.format(backend="Torch"))
     return torch.device("cuda", device.index or 0)
 
 
@@ -34,7 +34,7 @@ def _flatten(value: Any) -> list[torch.Tensor]:
         return [value]
     if isinstance(value, (list, tuple)):
         return [t for item in value for t in _flatten(item)]
-    raise AIError(f"ERR model returned an unsupported output type: {type(value).__name__}")
+    raise AIError(msgs.MODEL_OUTPUT_TYPE_FMT.format(kind=type(value).__name__))
 
 
 def _output_count(module: torch.jit.ScriptModule) -> int:
@@ -75,7 +75,7 @@ class TorchModel:
         except AIError:
             raise
         except Exception as exc:
-            raise AIError(f"ERR {_one_line(exc)}") from exc
+            raise AIError(msgs.BACKEND_ERROR_FMT.format(detail=one_line(exc))) from exc
         return [t.detach().to("cpu").contiguous().numpy() for t in _flatten(result)]
 
 
@@ -83,11 +83,6 @@ def _writable(array: np.ndarray) -> np.ndarray:
     """Inputs decoded from the store are read-only views of its bytes; a model that works in place must
     never write into them, so those are copied (store-owned memory stays immutable)."""
     return array if array.flags.writeable else array.copy()
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return " ".join(text.split("\n"))
 
 
 class TorchBackend:
@@ -101,7 +96,7 @@ class TorchBackend:
         try:
             module = cast(Any, torch.jit).load(io.BytesIO(blob), map_location=target)
         except Exception as exc:
-            raise AIError(f"ERR {_one_line(exc)}") from exc
+            raise AIError(msgs.BACKEND_ERROR_FMT.format(detail=one_line(exc))) from exc
         module.eval()
         return TorchModel(module, target, options.intra_op_threads)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from backends import errors as msgs
 from backends.base import LoadedModel
 from backends.errors import AIError
 from backends.tensor import Tensor
@@ -20,7 +21,7 @@ class ModelWork:
         arrays = [tensor_to_numpy(t) for t in inputs]
         outputs = self.model.run(arrays)
         if len(outputs) != self.n_outputs:
-            raise AIError(f"ERR model returned {len(outputs)} outputs, expected {self.n_outputs}")
+            raise AIError(msgs.MODEL_OUTPUT_COUNT_MSG)
         return [Tensor.from_numpy(out) for out in outputs]
 
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from backends import errors as msgs
-from backends.errors import AIError
-from backends.tensor_args import parse_strict_int
+from backends.errors import AIError, parse_strict_int
 
 OP_SEPARATOR = b"|>"
 
@@ -79,14 +78,23 @@ def _persist(argv: list[bytes], pos: int, kind: DagKind) -> list[bytes]:
     return names
 
 
-def _timeout(argv: list[bytes], pos: int) -> int | None:
-    """Quirk kept: 0 and negative values are accepted and mean no timeout."""
-    if pos + 1 >= len(argv):
-        raise AIError(msgs.NO_TIMEOUT_VALUE_MSG)
-    value = parse_strict_int(argv[pos + 1])
-    if value is None:
+def parse_timeout(raw: bytes | None, missing: str, *, zero_means_none: bool = False) -> int | None:
+    """TIMEOUT's value in ms, as every AI command reads it (the one copy of the rule): ``missing`` when the
+    clause has no value, ``Invalid value for TIMEOUT`` unless it is a strict integer above 0.
+
+    ``zero_means_none``: the DAG header's kept quirk, where 0 and negative values mean no timeout."""
+    if raw is None:
+        raise AIError(missing)
+    value = parse_strict_int(raw)
+    if value is None or (value <= 0 and not zero_means_none):
         raise AIError(msgs.INVALID_TIMEOUT_MSG)
     return value if value > 0 else None
+
+
+def _timeout(argv: list[bytes], pos: int) -> int | None:
+    """The header's ``TIMEOUT ms``: 0 and negative values are accepted and mean no timeout (quirk kept)."""
+    raw = argv[pos + 1] if pos + 1 < len(argv) else None
+    return parse_timeout(raw, msgs.NO_TIMEOUT_VALUE_MSG, zero_means_none=True)
 
 
 def _collect_op(argv: list[bytes], pos: int) -> list[bytes]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 
+from backends import errors as msgs
 from backends.batching import concat_inputs, split_outputs
 from backends.errors import AIError
 from dag.queues import DeviceQueue
@@ -78,7 +79,7 @@ class Worker:
         try:
             per_member = split_outputs(work(concat_inputs(inputs)), sizes)
         except Exception as exc:
-            error = exc if isinstance(exc, AIError) else AIError(f"ERR {type(exc).__name__}: {exc}")
+            error = exc if isinstance(exc, AIError) else _op_failed(exc)
             for ticket, step in zip(tickets, steps, strict=True):
                 ticket.run.record_failure(step, error, _micros_since(started))
         else:
@@ -133,7 +134,7 @@ def execute_step(run: RunInfo, step: Step, device: str) -> float:
         run.record_failure(step, exc, _micros_since(started))
     except Exception as exc:
         log.exception("op %d on %s raised", step.index, device)
-        run.record_failure(step, AIError(f"ERR {type(exc).__name__}: {exc}"), _micros_since(started))
+        run.record_failure(step, _op_failed(exc), _micros_since(started))
     else:
         run.record_success(step, outputs, _micros_since(started))
     run.results[step.index].cpu_us = (time.thread_time_ns() - cpu_started) // 1000
@@ -142,3 +143,8 @@ def execute_step(run: RunInfo, step: Step, device: str) -> float:
 
 def _micros_since(started: float) -> int:
     return int((time.perf_counter() - started) * 1_000_000)
+
+
+def _op_failed(exc: Exception) -> AIError:
+    """An op's unexpected exception as that op's error reply: the worker thread lives on (house rule 4)."""
+    return AIError(msgs.OP_FAILED_FMT.format(kind=type(exc).__name__, detail=exc))

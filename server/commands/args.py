@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 
-from server.protocol.request import parse_strict_int
+from backends.errors import AIError, parse_strict_int
+from dag.parse import parse_timeout
 
 LLONG_MAX = 2**63 - 1
 
@@ -67,3 +68,12 @@ class ArgCursor:
 
     def rest(self) -> list[bytes]:
         return self.take(self.left)
+
+
+def final_timeout(cursor: ArgCursor, missing: str, trailing_fmt: str) -> int | None:
+    """``TIMEOUT ms`` as a command's last clause (the cursor just after TIMEOUT), shared by MODELEXECUTE and
+    SCRIPTEXECUTE: ``missing`` without a value; anything after it is ``trailing_fmt`` (``{arg}``: that token)."""
+    value = parse_timeout(cursor.next() if cursor.left else None, missing)
+    if cursor.left:
+        raise AIError(trailing_fmt.format(arg=cursor.next().decode(errors="replace")))
+    return value

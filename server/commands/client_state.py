@@ -27,15 +27,16 @@ class ClientState:
     used_pubsub: bool = False
     created: float = field(default_factory=time.monotonic)
     last_active: float = field(default_factory=time.monotonic)
-    last_command: str = "NULL"
+    last_command: bytes = b"NULL"  # argv[0] as sent; decoded only for CLIENT LIST
 
     def describe(self, query_buffer: int) -> str:
         """One CLIENT LIST line."""
         now = time.monotonic()
+        command = self.last_command.decode(errors="replace").lower()
         flags = ("x" if self.in_multi else "") + ("P" if self.used_pubsub else "") or "N"
         return (f"id={self.id} addr={self.addr} laddr={self.laddr} fd={self.fd} name={self.name} "
                 f"age={int(now - self.created)} idle={int(now - self.last_active)} flags={flags} db={self.db} "
-                f"multi={0 if self.in_multi else -1} qbuf={query_buffer} cmd={self.last_command} "
+                f"multi={0 if self.in_multi else -1} qbuf={query_buffer} cmd={command} "
                 f"user=default resp={self.proto} lib-name={self.lib_name} lib-ver={self.lib_ver}")
 
 

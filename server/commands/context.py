@@ -49,6 +49,18 @@ class ServerContext:
     request_shutdown: Callable[[], None] = field(default=lambda: None)  # Server.stop, set when it is built
     _client_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _keyspaces: dict[int, Keyspace] = field(default_factory=dict)
+    _by_name: dict[bytes, CommandSpec | None] = field(default_factory=dict)  # argv[0] as sent → its spec
+
+    def spec_of(self, name: bytes) -> CommandSpec | None:
+        """The table row of command ``name`` in any letter case (None: relayed). Looked up once per spelling:
+        clients send the same few spellings over and over, and upper-casing and decoding each costs."""
+        try:
+            return self._by_name[name]
+        except KeyError:
+            spec = self.commands.get(name.upper().decode(errors="replace"))
+            if len(self._by_name) < 4096:  # bounded: a client sending random names cannot grow it
+                self._by_name[name] = spec
+            return spec
 
     def next_client_id(self) -> int:
         return next(self._client_ids)

@@ -8,7 +8,6 @@ PERSIST keys are written in one atomic round trip before it is sent.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -24,11 +23,10 @@ from dag.parse import DAGEXECUTE, DAGEXECUTE_RO, DAGRUN, DAGRUN_RO, DagHeader, D
 from dag.runinfo import RunInfo, Step, Work
 from server.ai.execution import execute_run
 from server.ai.state import AIState
-from server.ai.stored import fetch_blob
+from server.ai.steps import BatchObserver, batch_spec, deadline_after, script_work, step_samples
+from server.ai.stored import fetch_blob, fetch_source
+from server.ai.tensor_io import check_output_types, decode_input, output_type_checks
 from server.commands.dag_ops import objects_named, parse_ops
-from server.commands.model import batch_spec, check_output_types, decode_input, output_type_checks
-from server.commands.script import fetch_source, script_work
-from server.ops.metrics import Metrics
 from server.protocol.reply import OK, Status
 from server.store.atomic import ScriptCall
 from server.store.keyspace import Keyspace
@@ -118,7 +116,7 @@ async def _works(ctx: ServerContext, keyspace: Keyspace, ops: list[DagOp]) -> di
             works[index] = ModelWork(model, len(op.meta.outputs))
         elif isinstance(op, ScriptOp):
             compiled = await ctx.ai.scripts.get(op.meta, _fetcher(fetch_source, keyspace, op.key))
-            works[index] = script_work(ctx, op.meta, compiled, op.request)
+            works[index] = script_work(op.meta, compiled, op.request, ctx.keyspace(0), ctx.ai.models)
     return works
 
 
@@ -128,7 +126,7 @@ def _fetcher(fetch: Callable[[Keyspace, bytes], Awaitable[bytes]], keyspace: Key
 
 
 def build_run(ops: list[DagOp], resolved: ResolvedDag, loaded: list[Any], works: dict[int, Work],
-              timeout_ms: int | None, metrics: Metrics) -> tuple[RunInfo, dict[int, int]]:
+              timeout_ms: int | None, metrics: BatchObserver) -> tuple[RunInfo, dict[int, int]]:
     """Slots filled with the LOADed and TENSORSET tensors; one step per model or script op."""
     slots: list[Any] = [None] * resolved.n_slots
     for slot, tensor in zip(resolved.load_slots, loaded, strict=True):
@@ -143,8 +141,7 @@ def build_run(ops: list[DagOp], resolved: ResolvedDag, loaded: list[Any], works:
             batch = batch_spec(op.meta, op.key, metrics) if isinstance(op, ModelOp) else None
             steps.append(Step(len(steps), op.meta.device.queue_name, resolved.op_inputs[index],
                               resolved.op_outputs[index], works[index], batch, isinstance(op, ScriptOp)))
-    deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
-    return RunInfo(steps, slots, deadline=deadline), step_of_op
+    return RunInfo(steps, slots, deadline=deadline_after(timeout_ms)), step_of_op
 
 
 def _op_element(op: DagOp, index: int, run: RunInfo, resolved: ResolvedDag, step_of_op: dict[int, int]) -> Any:
@@ -188,10 +185,6 @@ def _record_stats(ai: AIState, ops: list[DagOp], run: RunInfo, step_of_op: dict[
     for index, step_index in step_of_op.items():
         op = ops[index]
         assert isinstance(op, (ModelOp, ScriptOp))
-        samples = 0
-        if isinstance(op, ModelOp):
-            outputs = run.steps[step_index].outputs
-            first = run.slots[outputs[0]] if outputs else None
-            samples = first.shape[0] if first is not None and first.shape else 0
+        samples = step_samples(run, step_index) if isinstance(op, ModelOp) else 0
         counters += ai.record(op.key, run.results[step_index], samples)
     return counters

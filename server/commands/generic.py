@@ -76,7 +76,7 @@ def cmd_hello(client: Client, argv: list[bytes]) -> Any:
             name = _valid_client_name(argv[index + 1])
             index += 2
         else:
-            raise AIError(f"ERR Syntax error in HELLO option '{argv[index].decode(errors='replace')}'")
+            raise AIError(msgs.HELLO_OPTION_SYNTAX_FMT.format(option=argv[index].decode(errors="replace")))
     if not client.state.authenticated:
         raise AIError(msgs.HELLO_NOAUTH_MSG)
     if name is not None:
@@ -170,9 +170,9 @@ def _client_setinfo(client: Client, argv: list[bytes]) -> Any:
         raise wrong_arity("client|setinfo")
     attr = argv[2].upper()
     if attr not in (b"LIB-NAME", b"LIB-VER"):
-        raise AIError(f"ERR Unrecognized option '{argv[2].decode(errors='replace')}'")
+        raise AIError(msgs.UNRECOGNIZED_OPTION_FMT.format(option=argv[2].decode(errors="replace")))
     if any(c < 33 or c > 126 for c in argv[3]):
-        raise AIError(f"ERR {attr.decode().lower()} cannot contain spaces, newlines or special characters.")
+        raise AIError(msgs.CLIENT_SETINFO_CHARS_FMT.format(attr=attr.decode().lower()))
     if attr == b"LIB-NAME":
         client.state.lib_name = argv[3].decode()
     else:
@@ -201,7 +201,7 @@ def _client_list(client: Client, argv: list[bytes]) -> Any:
     elif len(argv) == 4 and argv[2].upper() == b"TYPE":
         kind = argv[3].lower()
         if kind not in (b"normal", b"pubsub", b"master", b"replica", b"slave"):
-            raise AIError(f"ERR Unknown client type '{argv[3].decode(errors='replace')}'")
+            raise AIError(msgs.UNKNOWN_CLIENT_TYPE_FMT.format(kind=argv[3].decode(errors="replace")))
         clients = [c for c in clients if (b"pubsub" if c.state.used_pubsub else b"normal") == kind]
     elif len(argv) != 2:
         raise AIError(msgs.SYNTAX_MSG)
@@ -232,7 +232,7 @@ def _select_victims(client: Client, filters: list[bytes]) -> list[Client]:
         if key == b"ID":
             wanted = parse_strict_int(value)
             if wanted is None or wanted <= 0:
-                raise AIError("ERR client-id should be greater than 0")
+                raise AIError(msgs.CLIENT_ID_POSITIVE_MSG)
             candidates = [c for c in candidates if c.state.id == wanted]
         elif key == b"ADDR":
             candidates = [c for c in candidates if c.state.addr == text]

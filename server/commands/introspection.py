@@ -11,7 +11,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
-from backends.errors import AIError
+from backends.errors import AIError, wrong_arity
 from server.commands.context import REDIS_COMPAT_VERSION, VERSION
 from server.commands.info_ai import add_to_section, ai_sections, commandstats_lines, merge_commandstats
 from server.commands.spec import RELAY, CommandSpec, RelayThen
@@ -194,8 +194,7 @@ def _command_docs(client: Client, names: list[bytes]) -> Any:
 
 def _command_getkeys(client: Client, argv: list[bytes]) -> Any:
     if len(argv) < 3:
-        raise AIError(f"ERR wrong number of arguments for 'command|{argv[1].decode(errors='replace').lower()}' "
-                      "command")
+        raise wrong_arity(f"command|{argv[1].decode(errors='replace').lower()}")
     spec = client.ctx.commands.get(argv[2].upper().decode(errors="replace"))
     if spec is None:
         return RELAY

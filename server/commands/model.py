@@ -8,27 +8,20 @@ outputs in one atomic round trip before it replies.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
 from backends.errors import AIError
-from backends.objects import (
-    MODEL_MARKER,
-    MODEL_META_FIELDS,
-    ModelMeta,
-    blob_digest,
-    decode_model_meta,
-    model_hash_fields,
-)
-from backends.tensor import HEADER_SIZE, Tensor, decode_tensor, encode_tensor, looks_like_tensor
-from dag.batching import BatchPolicy
+from backends.objects import MODEL_MARKER, MODEL_META_FIELDS, ModelMeta, decode_model_meta, model_hash_fields
+from backends.tensor import Tensor
 from dag.execute import ModelWork
-from dag.runinfo import BatchSpec, RunInfo, Step
-from server.ai.execution import execute_run
+from server.ai.single_op import SingleOp, execute_single_op
 from server.ai.state import RunStats
+from server.ai.steps import batch_spec
 from server.ai.stored import fetch_blob
+from server.ai.tensor_io import check_output_types, decode_input, output_type_checks
 from server.commands.model_args import (
     ModelExecuteRequest,
     ModelStoreRequest,
@@ -43,9 +36,8 @@ from server.commands.model_args import (
     parse_modelstore,
 )
 from server.commands.stored import delete_stored, scan_stored
-from server.ops.metrics import Metrics
-from server.protocol.reply import OK, Status
-from server.store.atomic import STORE_OBJECT, ScriptCall, stats_key
+from server.protocol.reply import OK
+from server.store.atomic import STORE_OBJECT, stats_key
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -73,13 +65,10 @@ async def cmd_modelset(client: Client, argv: list[bytes]) -> Any:
 async def _store(client: Client, req: ModelStoreRequest) -> Any:
     """Build the model (off the loop: a broken blob is the backend's error), check the key, write, cache."""
     ai = client.ctx.ai
-    digest = blob_digest(req.blob)
-    draft = ModelMeta(req.backend, req.device, req.tag, req.batchsize, req.minbatchsize, req.minbatchtimeout,
-                      req.inputs, req.outputs, digest)
+    draft = req.meta()
     loaded = await ai.models.load(draft, req.blob)
     if req.backend != "TF":  # TORCH/ONNX name their inputs and outputs themselves
-        draft = ModelMeta(req.backend, req.device, req.tag, req.batchsize, req.minbatchsize, req.minbatchtimeout,
-                          tuple(loaded.input_names), tuple(loaded.output_names), digest)
+        draft = replace(draft, inputs=tuple(loaded.input_names), outputs=tuple(loaded.output_names))
     await client.keyspace().run_script(STORE_OBJECT, [req.key, stats_key(req.key)],
                                        [MODEL_MARKER, *model_hash_fields(draft, req.blob)])
     ai.models.put(draft, loaded)
@@ -93,6 +82,7 @@ async def _store(client: Client, req: ModelStoreRequest) -> Any:
 
 
 async def _read_meta(keyspace: Keyspace, key: bytes, extra: tuple[bytes, ...] = ()) -> tuple[ModelMeta, list[Any]]:
+    """The model's metadata and ``extra`` fields (MODELGET's blob) in one HMGET round trip."""
     values = (await keyspace.pipeline([(b"HMGET", key, *MODEL_META_FIELDS, *extra)]))[0]
     meta = await _model_meta(keyspace, key, values[: len(MODEL_META_FIELDS)] if isinstance(values, list) else values)
     return meta, values[len(MODEL_META_FIELDS) :]
@@ -147,15 +137,6 @@ async def cmd_modelrun(client: Client, argv: list[bytes]) -> Any:
     return await _execute(client, argv, parse_modelrun)
 
 
-def decode_input(value: Any) -> Tensor:
-    """A GET reply as an input tensor: RedisAI's errors for a missing key and for any other type."""
-    if value is None:
-        raise AIError(msgs.TENSOR_KEY_EMPTY_MSG)
-    if isinstance(value, AIError):
-        raise AIError(msgs.WRONGTYPE_MSG)
-    return decode_tensor(value)
-
-
 async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again: bool = False) -> Any:
     """Read, run, write. ``again``: the model changed under a run that used cached metadata (STALEMODEL from
     the write): run once more with the store's metadata; the first run was already counted in AI.INFO."""
@@ -170,22 +151,11 @@ async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again
         checks = await keyspace.pipeline(output_type_checks(list(req.outputs)))
     check_output_types(checks)
     model = await ai.models.get(meta, lambda: fetch_blob(keyspace, req.key))
-    run = one_op_run(meta, ModelWork(model, len(meta.outputs)), inputs, len(req.outputs), req.timeout_ms,
-                     batch_spec(meta, req.key, client.ctx.metrics))
-    await execute_run(ai.queues, run, ai.inline)
-    counters = [] if again else _record_stats(client, req.key, run, len(inputs))
-    if run.timed_out or run.error is not None:
-        await keyspace.run_scripts(counters)
-        if run.error is not None:
-            raise run.error
-        return Status(msgs.TIMEDOUT_STATUS)
-    try:
-        await write_outputs(keyspace, req.outputs, run.slots[len(inputs) :], counters, (req.key, meta.digest))
-    except AIError as exc:
-        if not exc.message.startswith("STALEMODEL") or again:
-            raise
-        return await _execute(client, argv, parse, again=True)
-    return OK
+    op = SingleOp(req.key, meta.device.queue_name, ModelWork(model, len(meta.outputs)), inputs, req.outputs,
+                  req.timeout_ms, batch=batch_spec(meta, req.key, client.ctx.metrics), samples=True,
+                  record=not again, digest=meta.digest,
+                  again=None if again else (lambda: _execute(client, argv, parse, again=True)))
+    return await execute_single_op(ai, keyspace, op)
 
 
 async def _read_phase(keyspace: Keyspace, key: bytes, hint: list[bytes], out_hint: list[bytes],
@@ -221,54 +191,6 @@ async def _model_meta(keyspace: Keyspace, key: bytes, values: Any) -> ModelMeta:
     return meta
 
 
-def output_type_checks(keys: list[bytes]) -> list[tuple[bytes, ...]]:
-    """The first header bytes of every output key (GETRANGE: "" when missing, WRONGTYPE when not a string)."""
-    return [(b"GETRANGE", key, b"0", str(HEADER_SIZE - 1).encode()) for key in keys]
-
-
-def check_output_types(replies: list[Any]) -> None:
-    """An output key holding anything but a tensor is WRONGTYPE, and nothing runs or is written (RedisAI
-    replies +OK and then a second -WRONGTYPE here, quirk 9; we send the error only). An empty prefix is a
-    missing key (or an empty string, which is then replaced)."""
-    for prefix in replies:
-        if isinstance(prefix, AIError) or (prefix and not looks_like_tensor(prefix)):
-            raise AIError(msgs.WRONGTYPE_MSG)
-
-
 async def _read_inputs(keyspace: Keyspace, req: ModelExecuteRequest) -> list[Tensor]:
+    """The inputs again, by the keys the strict parse found, when the lenient prefetch guessed other keys."""
     return [decode_input(v) for v in await keyspace.read_many(list(req.inputs))]
-
-
-def batch_spec(meta: ModelMeta, key: bytes, metrics: Metrics) -> BatchSpec | None:
-    """Auto-batching for a model stored with BATCHSIZE > 0: partners must use the very same loaded model."""
-    if meta.batchsize <= 0:
-        return None
-    policy = BatchPolicy(meta.batchsize, meta.minbatchsize, meta.minbatchtimeout)
-    device = meta.device.queue_name
-    on_batch = (lambda size: metrics.observe_batch(key, size, device)) if metrics.enabled else None
-    return BatchSpec(policy, (meta.backend, device, meta.digest), on_batch)
-
-
-def one_op_run(meta: ModelMeta, work: ModelWork, inputs: list[Tensor], n_outputs: int,
-               timeout_ms: int | None, batch: BatchSpec | None = None) -> RunInfo:
-    """A single MODELEXECUTE as a one-op DAG: inputs in slots 0..n-1, outputs after them."""
-    n_in = len(inputs)
-    step = Step(0, meta.device.queue_name, tuple(range(n_in)), tuple(range(n_in, n_in + n_outputs)), work, batch)
-    deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
-    return RunInfo([step], [*inputs, *([None] * n_outputs)], deadline=deadline)
-
-
-async def write_outputs(keyspace: Keyspace, keys: tuple[bytes, ...], tensors: list[Any],
-                        counters: Sequence[ScriptCall] = (), model: tuple[bytes, str] | None = None) -> None:
-    """Write every output tensor in one atomic step that checks each key again (an overwrite also drops any
-    TTL, as RedisAI's does); WRONGTYPE and nothing written if a key was turned into something else meanwhile.
-    The run's AI.INFO ``counters`` go in the same round trip; ``model`` (key, digest): STALEMODEL and nothing
-    written if the store holds another model there now."""
-    await keyspace.set_tensors(keys, [encode_tensor(t) for t in tensors], also=counters, model=model)
-
-
-def _record_stats(client: Client, key: bytes, run: RunInfo, n_inputs: int) -> list[ScriptCall]:
-    """AI.INFO: samples = dim 0 of the first output (REDISAI-REFERENCE §2.14)."""
-    first = run.slots[n_inputs] if len(run.slots) > n_inputs else None
-    samples = first.shape[0] if first is not None and first.shape else 0
-    return client.ctx.ai.record(key, run.results[0], samples)

@@ -6,30 +6,28 @@ Checks run in RedisAI's order; the first failing check wins. Where RedisAI inter
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from backends import errors as msgs
 from backends.device import Device, parse_device, parse_device_lenient
-from backends.errors import AIError, wrong_arity
+from backends.errors import AIError, parse_strict_int, wrong_arity
+from backends.objects import ModelMeta, blob_digest
 from backends.registry import parse_backend
-from server.commands.args import ArgCursor, parse_ac_uint
-from server.protocol.request import parse_strict_int
+from dag.parse import parse_timeout
+from server.commands.args import ArgCursor, final_timeout, parse_ac_uint
 
 
 @dataclass(frozen=True, slots=True)
-class ModelStoreRequest:
-    """AI.MODELSTORE / AI.MODELSET, parsed."""
+class ModelStoreRequest(ModelMeta):
+    """AI.MODELSTORE / AI.MODELSET, parsed: the model's metadata as it will be stored (``digest`` is the
+    blob's), plus the key and the blob (so the metadata fields are written once, in ModelMeta)."""
 
     key: bytes
-    backend: str
-    device: Device
-    tag: bytes
-    batchsize: int
-    minbatchsize: int
-    minbatchtimeout: int
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
     blob: bytes
+
+    def meta(self) -> ModelMeta:
+        """The metadata alone, as the store and the model cache hold it (no key, no blob)."""
+        return ModelMeta(**{f.name: getattr(self, f.name) for f in fields(ModelMeta)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +45,13 @@ class _Batching:
     batchsize: int = 0
     minbatchsize: int = 0
     minbatchtimeout: int = 0
+
+
+def _store_request(key: bytes, backend: str, device: Device, tag: bytes, batching: _Batching,
+                   names: tuple[tuple[str, ...], tuple[str, ...]], blob: bytes) -> ModelStoreRequest:
+    """What MODELSTORE and MODELSET parsed, as one request (the blob's digest taken here, once)."""
+    return ModelStoreRequest(backend, device, tag, batching.batchsize, batching.minbatchsize,
+                             batching.minbatchtimeout, names[0], names[1], blob_digest(blob), key, blob)
 
 
 def _uint_or(raw: bytes | None, message: str) -> int:
@@ -118,8 +123,7 @@ def parse_modelstore(argv: list[bytes]) -> ModelStoreRequest:
         raise AIError(msgs.EXPECTED_BLOB_MSG)
     if not cursor.left:
         raise AIError(msgs.MISSING_BLOB_MSG)
-    return ModelStoreRequest(argv[1], backend, device, tag, batching.batchsize, batching.minbatchsize,
-                             batching.minbatchtimeout, inputs, outputs, b"".join(cursor.rest()))
+    return _store_request(argv[1], backend, device, tag, batching, (inputs, outputs), b"".join(cursor.rest()))
 
 
 _MODELSET_KEYWORDS = (b"INPUTS", b"OUTPUTS", b"TAG", b"BATCHSIZE", b"MINBATCHSIZE", b"MINBATCHTIMEOUT", b"BLOB")
@@ -180,8 +184,7 @@ def parse_modelset(argv: list[bytes]) -> ModelStoreRequest:
     chunks = rest[blob_at + 1 :]
     if not chunks:
         raise AIError(msgs.MISSING_BLOB_MSG)
-    return ModelStoreRequest(argv[1], backend, device, tag, batching.batchsize, batching.minbatchsize,
-                             batching.minbatchtimeout, inputs, outputs, b"".join(chunks))
+    return _store_request(argv[1], backend, device, tag, batching, (inputs, outputs), b"".join(chunks))
 
 
 def _keys(cursor: ArgCursor, count_msg: str, positive_msg: str, expected: int, mismatch_msg: str,
@@ -205,19 +208,12 @@ def parse_timeout_clause(cursor: ArgCursor) -> int | None:
     token = cursor.next()
     if token.upper() != b"TIMEOUT":
         raise AIError(msgs.INVALID_ARGUMENT_FMT.format(arg=token.decode(errors="replace")))
-    if not cursor.left:
-        raise AIError(msgs.NO_TIMEOUT_VALUE_MSG)
-    value = parse_strict_int(cursor.next())
-    if value is None or value <= 0:
-        raise AIError(msgs.INVALID_TIMEOUT_MSG)
-    if cursor.left:
-        raise AIError(msgs.INVALID_ARGUMENT_FMT.format(arg=cursor.next().decode(errors="replace")))
-    return value
+    return final_timeout(cursor, msgs.NO_TIMEOUT_VALUE_MSG, msgs.INVALID_ARGUMENT_FMT)
 
 
 def check_modelexecute_arity(argv: list[bytes]) -> None:
     if len(argv) < 8:
-        raise AIError("ERR wrong number of arguments for 'AI.MODELEXECUTE' command")
+        raise AIError(msgs.MODELEXECUTE_ARITY_MSG)
 
 
 def parse_modelexecute(argv: list[bytes], n_inputs: int, n_outputs: int) -> ModelExecuteRequest:
@@ -263,7 +259,7 @@ def output_keys_hint(argv: list[bytes]) -> list[bytes]:
 
 def check_modelrun_arity(argv: list[bytes]) -> None:
     if len(argv) < 6:
-        raise AIError("ERR wrong number of arguments for 'AI.MODELRUN' command")
+        raise AIError(msgs.MODELRUN_ARITY_MSG)
 
 
 def parse_modelrun(argv: list[bytes], n_inputs: int, n_outputs: int) -> ModelExecuteRequest:
@@ -271,9 +267,7 @@ def parse_modelrun(argv: list[bytes], n_inputs: int, n_outputs: int) -> ModelExe
     cursor = ArgCursor(argv, 2)
     timeout = None
     if cursor.match(b"TIMEOUT"):
-        timeout = parse_strict_int(cursor.next()) if cursor.left else None
-        if timeout is None or timeout <= 0:
-            raise AIError(msgs.INVALID_TIMEOUT_MSG)
+        timeout = parse_timeout(cursor.next() if cursor.left else None, msgs.INVALID_TIMEOUT_MSG)
     if not cursor.match(b"INPUTS"):
         raise AIError(msgs.INPUTS_NOT_SPECIFIED_MSG)
     rest = cursor.rest()

@@ -5,15 +5,13 @@ the process by (device, source digest) (server/ai/script_cache.py). AI.SCRIPTEXE
 the input tensors and the output keys' types in one round trip, runs as a one-op DAG on the script's device
 queue, then writes the outputs in one atomic round trip before it replies (the model commands' pattern).
 
-For the DAG engine's script ops: ``script_meta`` (decode an HMGET of SCRIPT_META_FIELDS the DAG read in its own
-round trip), ``fetch_source``, ``ScriptCache.get`` (``ctx.ai.scripts``) and ``script_work``.
+The DAG engine's script ops use ``fetch_source`` (server/ai/stored.py), ``ScriptCache.get`` (``ctx.ai.scripts``)
+and ``script_work`` (server/ai/steps.py), as this module does.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -28,12 +26,11 @@ from backends.objects import (
     script_hash_fields,
 )
 from backends.tensor import Tensor
-from dag.runinfo import RunInfo, Step
-from dag.script_work import ScriptWork
-from server.ai.execution import execute_run
-from server.ai.script_host import LoopScriptHost
+from server.ai.single_op import SingleOp, execute_single_op
 from server.ai.state import RunStats
-from server.commands.model import check_output_types, decode_input, output_type_checks, write_outputs
+from server.ai.steps import script_work
+from server.ai.stored import fetch_source
+from server.ai.tensor_io import check_output_types, decode_input, output_type_checks
 from server.commands.script_args import (
     ScriptExecuteRequest,
     ScriptStoreRequest,
@@ -46,13 +43,12 @@ from server.commands.script_args import (
     parse_scriptstore,
 )
 from server.commands.stored import delete_stored, scan_stored
-from server.protocol.reply import OK, Status
+from server.protocol.reply import OK
 from server.store.atomic import STORE_OBJECT, stats_key
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
-    from backends.script_backend import CompiledScript
-    from server.commands.context import Client, ServerContext
+    from server.commands.context import Client
 
 log = logging.getLogger("redisai.script")
 
@@ -105,14 +101,6 @@ async def script_meta(keyspace: Keyspace, key: bytes, values: Any) -> ScriptMeta
     return meta
 
 
-async def fetch_source(keyspace: Keyspace, key: bytes) -> bytes:
-    """The stored source (read only when the compiled script is not cached)."""
-    source = await keyspace.call(b"HGET", key, b"source")
-    if not isinstance(source, bytes):
-        raise AIError(msgs.SCRIPT_KEY_EMPTY_MSG)
-    return source
-
-
 async def cmd_scriptget(client: Client, argv: list[bytes]) -> Any:
     """AI.SCRIPTGET key [META] [SOURCE]"""
     want_meta, want_source = parse_scriptget_flags(argv)
@@ -153,15 +141,6 @@ async def cmd_scriptrun(client: Client, argv: list[bytes]) -> Any:
     return await _execute(client, argv, parse_scriptrun)
 
 
-def script_work(ctx: ServerContext, meta: ScriptMeta, compiled: CompiledScript,
-                req: ScriptExecuteRequest) -> ScriptWork:
-    """The Work of one script op (call from the event loop): entry-point convention when the function is one
-    of the script's ENTRY_POINTS, and redis/redisAI calls reaching database 0 of ``ctx``'s store."""
-    return ScriptWork(compiled, req.function, entry_point=req.function in meta.entry_points,
-                      n_outputs=len(req.outputs), keys=req.keys, args=req.args,
-                      host=LoopScriptHost(asyncio.get_running_loop(), ctx.keyspace(0), ctx.ai.models))
-
-
 async def _prefetch(keyspace: Keyspace, argv: list[bytes],
                     parse: ParseExecute) -> tuple[ScriptMeta, ScriptExecuteRequest, list[Tensor]]:
     """One round trip: the script's metadata, the inputs and the output keys' types. Errors come in RedisAI's
@@ -185,25 +164,11 @@ async def _prefetch(keyspace: Keyspace, argv: list[bytes],
 
 
 async def _execute(client: Client, argv: list[bytes], parse: ParseExecute) -> Any:
+    """Read, run, write; RedisAI counts no samples for scripts (AI.INFO shows -1). The script's redis calls
+    reach database 0, whatever database the client selected."""
     ai, keyspace = client.ctx.ai, client.keyspace()
     meta, req, inputs = await _prefetch(keyspace, argv, parse)
     compiled = await ai.scripts.get(meta, lambda: fetch_source(keyspace, req.key))
-    run = _one_op_run(meta, script_work(client.ctx, meta, compiled, req), inputs, len(req.outputs), req.timeout_ms)
-    await execute_run(ai.queues, run, ai.inline)
-    counters = ai.record(req.key, run.results[0], 0)  # RedisAI counts no samples for scripts (AI.INFO shows -1)
-    if run.timed_out or run.error is not None:
-        await keyspace.run_scripts(counters)
-        if run.error is not None:
-            raise run.error
-        return Status(msgs.TIMEDOUT_STATUS)
-    await write_outputs(keyspace, req.outputs, run.slots[len(inputs) :], counters)
-    return OK
-
-
-def _one_op_run(meta: ScriptMeta, work: ScriptWork, inputs: list[Tensor], n_outputs: int,
-                timeout_ms: int | None) -> RunInfo:
-    """A single SCRIPTEXECUTE as a one-op DAG on the script's device: inputs in slots 0..n-1, outputs after."""
-    n_in = len(inputs)
-    step = Step(0, meta.device.queue_name, tuple(range(n_in)), tuple(range(n_in, n_in + n_outputs)), work)
-    deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
-    return RunInfo([step], [*inputs, *([None] * n_outputs)], deadline=deadline)
+    work = script_work(meta, compiled, req, client.ctx.keyspace(0), ai.models)
+    op = SingleOp(req.key, meta.device.queue_name, work, inputs, req.outputs, req.timeout_ms)
+    return await execute_single_op(ai, keyspace, op)

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from backends import errors as msgs
 from backends.device import Device, parse_device_lenient
-from backends.errors import AIError, wrong_arity
-from server.commands.args import ArgCursor, parse_ac_int
-from server.protocol.request import parse_strict_int
+from backends.errors import AIError, parse_strict_int, wrong_arity
+from dag.parse import parse_timeout
+from server.commands.args import ArgCursor, final_timeout, parse_ac_int
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,18 +156,6 @@ def _counted_scope(cursor: ArgCursor, scope: bytes) -> tuple[bytes, ...]:
     return tuple(cursor.take(count))
 
 
-def _timeout_clause(cursor: ArgCursor) -> int:
-    """``TIMEOUT ms`` (cursor after TIMEOUT): a strict positive integer, and the very last thing."""
-    if not cursor.left:
-        raise AIError(msgs.SCRIPTEXECUTE_NO_TIMEOUT_VALUE_MSG)
-    value = parse_strict_int(cursor.next())
-    if value is None or value <= 0:
-        raise AIError(msgs.INVALID_TIMEOUT_MSG)
-    if cursor.left:
-        raise AIError(msgs.SCRIPTEXECUTE_TRAILING_MSG)
-    return value
-
-
 def parse_scriptexecute(argv: list[bytes], *, standalone: bool = True) -> ScriptExecuteRequest:
     """AI.SCRIPTEXECUTE key function [KEYS n key...] [INPUTS n key...] [ARGS n arg...] [OUTPUTS m key...]
     [TIMEOUT ms]
@@ -186,7 +174,7 @@ def parse_scriptexecute(argv: list[bytes], *, standalone: bool = True) -> Script
         token = cursor.next()
         keyword = token.upper()
         if keyword == b"TIMEOUT":
-            timeout = _timeout_clause(cursor)
+            timeout = final_timeout(cursor, msgs.SCRIPTEXECUTE_NO_TIMEOUT_VALUE_MSG, msgs.SCRIPTEXECUTE_TRAILING_MSG)
             break
         if keyword not in (b"KEYS", b"INPUTS", b"ARGS", b"OUTPUTS"):
             raise AIError(msgs.SCRIPTEXECUTE_UNEXPECTED_FMT.format(arg=_text(token)))
@@ -237,10 +225,7 @@ class _RunScan:
     def set_timeout(self, raw: bytes | None) -> None:
         if self.timeout is not None:
             raise AIError(msgs.SCRIPTRUN_TIMEOUT_TWICE_MSG)
-        value = parse_strict_int(raw) if raw is not None else None  # a trailing TIMEOUT reads past argv in C
-        if value is None or value <= 0:
-            raise AIError(msgs.INVALID_TIMEOUT_MSG)
-        self.timeout = value
+        self.timeout = parse_timeout(raw, msgs.INVALID_TIMEOUT_MSG)  # a trailing TIMEOUT reads past argv in C
 
 
 def parse_scriptrun(argv: list[bytes]) -> ScriptExecuteRequest:

@@ -56,6 +56,12 @@ class CommandSpec:
     after_relays: bool = False
     ai: bool = False  # an AI.* command: refused inside MULTI (the store cannot queue it)
 
+    @property
+    def no_auth(self) -> bool:
+        """Allowed before AUTH (Redis's ``no_auth`` flag): the flag the row carries is the one rule, so the
+        auth gate and ``COMMAND INFO`` cannot disagree."""
+        return "no_auth" in self.flags
+
     def arity_ok(self, argc: int) -> bool:
         return argc == self.arity if self.arity > 0 else argc >= -self.arity
 
@@ -74,3 +80,25 @@ class CommandSpec:
     def docs_reply(self) -> dict[str, Any]:
         return {"summary": self.summary, "since": "1.0.0", "group": self.group,
                 "complexity": "", "arguments": []}
+
+
+NO_KEYS = (0, 0, 0)
+
+
+def command(name: str, handler: Handler, *, arity: int, group: str, summary: str, usage: str,
+            flags: tuple[str, ...] = (), keys: tuple[int, int, int] = NO_KEYS, after_relays: bool = False,
+            ai: bool = False) -> CommandSpec:
+    """One table row, by keyword: ten positional fields read as a row of numbers, so a row written with
+    this names each of them (``keys`` is Redis's (first, last, step) of the key arguments; ``NO_KEYS``: none).
+    """
+    first_key, last_key, step = keys
+    return CommandSpec(name, handler, arity, flags, first_key, last_key, step, group, summary, usage,
+                       after_relays=after_relays, ai=ai)
+
+
+def ai_command(name: str, handler: Handler, *, flags: tuple[str, ...], summary: str, usage: str,
+               keys: tuple[int, int, int] = NO_KEYS, after_relays: bool = False) -> CommandSpec:
+    """An AI.* row: group ``ai``, refused inside MULTI, and any arity (RedisAI checks the argument count itself,
+    with its own texts, so the table must not answer Redis's generic arity error first)."""
+    return command(name, handler, arity=-1, group="ai", summary=summary, usage=usage, flags=flags, keys=keys,
+                   after_relays=after_relays, ai=True)

@@ -1,7 +1,8 @@
 """One client connection: bytes in → commands → replies out, in order.
 
-Ordering and pipelining. Every parsed command gets a ``ReplySlot`` appended to ``self.slots``; replies are
-written from the head of that queue only, so pipelined replies always leave in command order. Commands
+Ordering and pipelining. Every parsed command gets a slot in the connection's ``ReplyQueue``
+(server/frontend/replies.py); replies are written from its head only, so pipelined replies always leave in
+command order. Commands
 relayed to the backing store are sent at once, back to back, over the client's own store session (one
 round trip for a whole pipeline). A command marked ``after_relays`` (its handler reads the store through the
 keyspace or runs work on a device queue) starts only when no relayed reply is outstanding, and nothing
@@ -11,8 +12,11 @@ Backpressure. More than ``HIGH_WATER`` parsed commands waiting, or the transport
 stop reading from the socket until the backlog drains.
 
 Errors. An ``AIError`` becomes ``-<text>``; any other exception is logged and answered as an internal
-error; neither closes the connection. A ``ProtocolError`` is answered after every earlier reply and then
-the connection is closed, as Redis does.
+error (``failure_reply``); neither closes the connection. A ``ProtocolError`` is answered after every
+earlier reply and then the connection is closed, as Redis does.
+
+MULTI bookkeeping lives in ``Transaction`` (server/frontend/multi.py); handlers see this class only through
+the ``Client`` protocol (server/commands/context.py).
 """
 
 from __future__ import annotations
@@ -21,24 +25,25 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from types import CoroutineType
 from typing import Any, cast
 
 from backends import errors as msgs
 from backends.errors import AIError, ProtocolError, wrong_arity
 from server.commands.client_state import ClientState, format_peer
-from server.commands.context import DATABASES, ServerContext
+from server.commands.context import ServerContext
 from server.commands.spec import RELAY, CommandSpec, RelayThen
-from server.commands.table import NO_AUTH_COMMANDS
 from server.frontend.eager import step_once
-from server.frontend.multi import MultiSubstitutions
+from server.frontend.multi import QUEUE_TIME_ERROR, Transaction
+from server.frontend.replies import ReplyQueue, failure_reply
 from server.ops.stats import CommandStat
 from server.protocol.reply import encode
-from server.protocol.request import RequestParser, parse_strict_int
+from server.protocol.request import RequestParser
 from server.protocol.slot import ReplySlot
 from server.store.embedded import refused_on_embedded
 from server.store.keyspace import Keyspace
-from server.store.session import SUBSCRIBE_COMMANDS, SessionSink, StoreSession
+from server.store.session import STATELESS_COMMANDS, SUBSCRIBE_COMMANDS, SessionSink, StoreSession
 
 log = logging.getLogger("redisai.connection")
 
@@ -47,17 +52,28 @@ LOW_WATER = 128
 PUBSUB_OUTPUT_LIMIT = 32 * 1024 * 1024
 
 
+class _Shared:
+    """Returned for a relayed command that goes over its database's shared relay, not the client's session."""
+
+    def __repr__(self) -> str:
+        return "SHARED"
+
+
+SHARED = _Shared()
+
+
 class ClientConnection(asyncio.Protocol, SessionSink):
-    """The asyncio protocol of one client (RESP2/RESP3, TCP, TLS or unix socket)."""
+    """The asyncio protocol of one client (RESP2/RESP3, TCP, TLS or unix socket); a ``Client`` to handlers."""
 
     def __init__(self, ctx: ServerContext) -> None:
         self.ctx = ctx
         self.parser = RequestParser(ctx.limits)
-        self.slots: deque[ReplySlot] = deque()
+        self.replies = ReplyQueue()
         self.backlog: deque[list[bytes] | ProtocolError] = deque()
         self.session: StoreSession | None = None
         self.transport: asyncio.Transport | None = None
         self.state = ClientState(0, "", "", -1, True)
+        self.transaction = Transaction(self.state)
         self._task: asyncio.Task[None] | None = None
         self._close_after_reply = False
         self._reading_paused = False
@@ -65,7 +81,6 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         self._closed = False
         self._executing = False
         self._protocol_broken = False
-        self.multi = MultiSubstitutions()
 
     # --- asyncio.Protocol ---------------------------------------------------------------------------------------
 
@@ -80,6 +95,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             authenticated=not self.ctx.config.requirepass,
             db=self.ctx.store.default_db,
         )
+        self.transaction = Transaction(self.state)
         self.ctx.stats.connections_received += 1
         if self.ctx.shutting_down:
             self.ctx.stats.rejected_connections += 1
@@ -160,7 +176,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         if self.session is not None:
             self.session.close()
             self.session = None
-        self.multi.discard()
+        self.transaction.discard()
 
     # --- what handlers may use ----------------------------------------------------------------------------------
 
@@ -178,8 +194,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
 
     def show_current_reply(self, visible: bool) -> None:
         """CLIENT REPLY OFF/SKIP send no reply themselves; CLIENT REPLY ON does, even when replies were off."""
-        if self.slots:
-            self.slots[-1].suppressed = not visible
+        self.replies.show_last(visible)
 
     def relays_everything(self) -> bool:
         """Inside MULTI or once subscribed, the store must see even PING so it can queue or shape the reply."""
@@ -206,12 +221,14 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             if isinstance(item, ProtocolError):
                 self.backlog.clear()
                 self.ctx.stats.protocol_errors += 1
-                self._new_slot().fill(encode(item, self.state.proto))
+                self.replies.open(self.state).fill(encode(item, self.state.proto))
                 self._close_after_reply = True
                 break
-            spec = self.ctx.commands.get(item[0].upper().decode(errors="replace")) if item else None
+            spec = self.ctx.spec_of(item[0]) if item else None
+            if self.session is None and self.replies.outstanding() and not self._is_shared(spec, item):
+                break  # the shared relay's replies first: what follows may use a session, another connection
             if spec is not None and spec.after_relays:
-                if self._relay_pending():
+                if self.replies.outstanding():
                     break
                 self._write_ready()  # answered replies go out first: their rewrites (EXEC's SELECT) apply now
             self.backlog.popleft()
@@ -222,64 +239,44 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             if self.transport is not None:
                 self.transport.resume_reading()
 
-    def _relay_pending(self) -> bool:
-        return any(not slot.done for slot in self.slots)
-
-    def _new_slot(self) -> ReplySlot:
-        slot = ReplySlot()
-        mode = self.state.reply_mode
-        if mode != "on":  # CLIENT REPLY OFF / SKIP: the command runs, its reply is dropped
-            slot.suppressed = True
-            if mode == "skip":
-                self.state.reply_mode = "on"
-        self.slots.append(slot)
-        return slot
-
     def _execute(self, argv: list[bytes], spec: CommandSpec | None) -> None:
-        slot = self._new_slot()
+        slot = self.replies.open(self.state)
         self.ctx.stats.commands_processed += 1
-        self.state.last_command = argv[0].decode(errors="replace").lower()
+        self.state.last_command = argv[0]
         self._executing = True
         started = time.perf_counter_ns() if spec is not None else 0
         try:
             outcome = self._dispatch(argv, spec)
-            if asyncio.iscoroutine(outcome):
+            if type(outcome) is CoroutineType:  # an async handler (asyncio.iscoroutine costs more per call)
                 finished, outcome = step_once(outcome)  # runs synchronously until it really waits
                 if not finished:
                     self._task = asyncio.get_running_loop().create_task(
                         self._finish(outcome, argv, slot, spec, started))
                     return
-        except AIError as exc:
-            slot.fill(encode(exc, self.state.proto))
-            self._account(spec, started, True)
-            return
-        except asyncio.CancelledError:  # e.g. awaiting a build another caller's cancellation ended
-            slot.fill(encode(AIError(msgs.INTERNAL_MSG.format(detail="cancelled")), self.state.proto))
-            self._account(spec, started, True)
-            return
-        except Exception as exc:  # a bug must cost one error reply, never the connection
-            log.exception("command %r failed", argv[:1])
-            slot.fill(encode(AIError(msgs.INTERNAL_MSG.format(detail=type(exc).__name__)), self.state.proto))
+        except (Exception, asyncio.CancelledError) as exc:  # a bug must cost one error reply, never the connection
+            slot.fill(failure_reply(exc, argv, self.state.proto))
             self._account(spec, started, True)
             return
         finally:
             self._executing = False
         self._account(spec, started, False)
-        try:
-            self._deliver(argv, slot, outcome)
-        except Exception as exc:  # a reply we cannot encode is a bug: one error reply, never the connection
-            log.exception("reply of %r could not be encoded", argv[:1])
-            slot.fill(encode(AIError(msgs.INTERNAL_MSG.format(detail=type(exc).__name__)), self.state.proto))
+        self._deliver(argv, slot, outcome)
 
     def _deliver(self, argv: list[bytes], slot: ReplySlot, outcome: Any) -> None:
         """A handler's result: relay the command (maybe rewriting the store's reply), or fill the slot."""
-        if outcome is RELAY:
-            self._relay_safely(argv, slot)
-        elif isinstance(outcome, RelayThen):
-            slot.transform = outcome.transform
-            self._relay_safely(outcome.argv or argv, slot)
-        else:
-            slot.fill(encode(outcome, self.state.proto))
+        try:
+            if outcome is SHARED:
+                self.ctx.store.cache.invalidate_for(self.state.db, argv)  # before the store can see it
+                self.ctx.store.shared_relay(self.state.db).send(argv, slot, self)
+            elif outcome is RELAY:
+                self._relay(argv, slot)
+            elif isinstance(outcome, RelayThen):
+                slot.transform = outcome.transform
+                self._relay(outcome.argv or argv, slot)
+            else:
+                slot.fill(encode(outcome, self.state.proto))
+        except Exception as exc:  # a reply we cannot encode or relay is a bug: one error reply
+            slot.fill(failure_reply(exc, argv, self.state.proto, "could not be answered"))
 
     def _account(self, spec: CommandSpec | None, started: int, failed: bool) -> None:
         """INFO commandstats for our own commands: one dict lookup and three additions per command."""
@@ -293,80 +290,47 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         stat.failed += failed
 
     def _dispatch(self, argv: list[bytes], spec: CommandSpec | None) -> Any:
-        if not self.state.authenticated and (spec is None or spec.name not in NO_AUTH_COMMANDS):
+        if not self.state.authenticated and (spec is None or not spec.no_auth):
             raise AIError(msgs.NOAUTH_MSG)
         if spec is None:
-            name = argv[0].lower()
-            if self.ctx.store.kind == "embedded" and refused_on_embedded(argv):
-                if self.state.in_multi:
-                    self._poison_transaction()
-                raise AIError(msgs.EMBEDDED_STORE_PRIVATE_FMT.format(cmd=b" ".join(argv[:2]).decode(errors="replace")))
-            if name == b"exec" and self.state.in_multi:
-                self._end_multi()
-                return self.multi.exec_relay(self._commit_pending_db()) or RELAY
-            self._track_relayed(name)
-            return RELAY
+            return self._dispatch_relayed(argv)
         if self.state.in_multi and spec.name not in ("QUIT", "RESET"):
             try:
-                if not spec.arity_ok(len(argv)):
-                    raise wrong_arity(argv[0].decode(errors="replace"))
-                return self._queue_in_multi(argv, spec)
+                return self.transaction.queue(argv, spec)
             except AIError:
-                self._poison_transaction()  # a queue-time error: Redis answers EXECABORT at EXEC
+                self._poison_transaction()
                 raise
         if not spec.arity_ok(len(argv)):
             raise wrong_arity(argv[0].decode(errors="replace"))
         return spec.handler(self, argv)
 
-    def _queue_in_multi(self, argv: list[bytes], spec: CommandSpec) -> Any:
-        """Inside MULTI the store queues our generic commands too (so EXEC's reply has them); what changes
-        connection state is applied when EXEC's reply says the transaction ran."""
-        if spec.ai:
-            return self.multi.queue(spec.name, argv, self.state.proto)
-        if spec.name == "HELLO" or (spec.name == "CLIENT" and argv[1].upper() in (b"REPLY", b"UNBLOCK")):
-            raise AIError(msgs.NOT_QUEUEABLE_FMT.format(cmd=b" ".join(argv[:2 if spec.name == "CLIENT" else 1])
-                                                        .decode(errors="replace").upper()))
-        if spec.name == "SELECT":
-            index = parse_strict_int(argv[1])
-            if index is not None and 0 <= index < DATABASES:
-                self.state.pending_db = index
+    def _dispatch_relayed(self, argv: list[bytes]) -> Any:
+        """A command we do not implement goes to the store as it is (after the embedded store's deny-list)."""
+        name = argv[0].lower()
+        if self.ctx.store.kind == "embedded" and refused_on_embedded(argv):
+            if self.state.in_multi:
+                self._poison_transaction()
+            raise AIError(msgs.EMBEDDED_STORE_PRIVATE_FMT.format(cmd=b" ".join(argv[:2]).decode(errors="replace")))
+        if name == b"exec" and self.state.in_multi:
+            return self.transaction.exec()
+        if self._is_shared(None, argv):
+            return SHARED
+        self.transaction.relayed(name)
+        if name in SUBSCRIBE_COMMANDS:
+            self.state.used_pubsub = True
         return RELAY
 
+    def _is_shared(self, spec: CommandSpec | None, argv: list[bytes]) -> bool:
+        """A stateless data command of a client without a store session of its own (and RESP2: the shared
+        relay speaks RESP2) goes over the shared relay (server/store/redis.py, ``SharedRelay``)."""
+        state = self.state
+        return (spec is None and self.session is None and state.proto == 2 and not state.in_multi
+                and not state.used_pubsub and argv[0].lower() in STATELESS_COMMANDS)
+
     def _poison_transaction(self) -> None:
-        """Make the store's open transaction fail at EXEC, as Redis does after a queue-time error: a command
-        it cannot queue is sent on a slot nobody waits for."""
+        """Make the store's open transaction fail at EXEC, as Redis does after a queue-time error."""
         if self.session is not None:
-            self.session.send([b"REDISAI.QUEUE-TIME-ERROR"], ReplySlot())
-
-    def _commit_pending_db(self) -> Callable[[], None] | None:
-        pending, self.state.pending_db = self.state.pending_db, None
-        if pending is None:
-            return None
-
-        def commit() -> None:
-            self.state.db = pending  # the SELECT queued in the transaction ran
-
-        return commit
-
-    def _end_multi(self) -> None:
-        self.state.in_multi = False
-
-    def _track_relayed(self, name: bytes) -> None:
-        if name == b"multi":
-            self.state.in_multi = True
-        elif name == b"discard":
-            self._end_multi()
-            self.state.pending_db = None
-            self.multi.discard()
-        elif name in SUBSCRIBE_COMMANDS:
-            self.state.used_pubsub = True
-
-    def _relay_safely(self, argv: list[bytes], slot: ReplySlot) -> None:
-        try:
-            self._relay(argv, slot)
-        except Exception as exc:
-            log.exception("relaying %r failed", argv[:1])
-            slot.fill(encode(AIError(msgs.INTERNAL_MSG.format(detail=type(exc).__name__)), self.state.proto))
+            self.session.send(QUEUE_TIME_ERROR, ReplySlot())
 
     def _relay(self, argv: list[bytes], slot: ReplySlot) -> None:
         self.ctx.store.cache.invalidate_for(self.state.db, argv)  # before the store can see it
@@ -379,44 +343,35 @@ class ClientConnection(asyncio.Protocol, SessionSink):
     async def _finish(self, outcome: Awaitable[Any], argv: list[bytes], slot: ReplySlot,
                       spec: CommandSpec | None = None, started: int = 0) -> None:
         """Await a handler that had to wait, deliver its result, and let the pump go on."""
-        error: AIError | None = None
+        failure: BaseException | None = None
         reply: Any = None
         try:
             reply = await outcome
-        except AIError as exc:
-            error = exc
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
             if self._closed:  # our own client went away: nothing to answer
                 self._task = None
                 raise
-            error = AIError(msgs.INTERNAL_MSG.format(detail="cancelled"))  # cancelled from elsewhere: answer it
+            failure = exc  # cancelled from elsewhere: answer it
         except Exception as exc:
-            log.exception("command %r failed", argv[:1])
-            error = AIError(msgs.INTERNAL_MSG.format(detail=type(exc).__name__))
+            failure = exc
         finally:
             self._task = None
-        self._account(spec, started, error is not None)
+        self._account(spec, started, failure is not None)
         if self._closed:
             return
-        if error is not None:
-            slot.fill(encode(error, self.state.proto))
+        if failure is not None:
+            slot.fill(failure_reply(failure, argv, self.state.proto))
         else:
-            try:
-                self._deliver(argv, slot, reply)
-            except Exception as exc:
-                log.exception("reply of %r could not be encoded", argv[:1])
-                slot.fill(encode(AIError(msgs.INTERNAL_MSG.format(detail=type(exc).__name__)), self.state.proto))
+            self._deliver(argv, slot, reply)
         self.flush()
 
     def _write_ready(self) -> None:
         if self.transport is None or self._closed:
             return
-        out: list[bytes] = []
-        while self.slots and self.slots[0].done:
-            out.append(self.slots.popleft().output())
+        out = self.replies.ready()
         if out:
-            self.transport.write(b"".join(out))
-        if self._close_after_reply and not self.slots and self._task is None:
+            self.transport.write(out)
+        if self._close_after_reply and not self.replies and self._task is None:
             self.transport.close()
 
     def _pause_reading(self) -> None:
@@ -425,9 +380,10 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             self.transport.pause_reading()
 
     def close(self) -> None:
+        """Close the connection now (shutdown, after the drain)."""
         if self.transport is not None:
             self.transport.close()
 
     def idle(self) -> bool:
         """Nothing in flight: no unanswered command and no running handler (used by graceful shutdown)."""
-        return not self.slots and self._task is None and not self.backlog
+        return not self.replies and self._task is None and not self.backlog

@@ -1,4 +1,9 @@
-"""AI commands inside MULTI: queued in the store's transaction, answered at EXEC as RedisAI answers them.
+"""MULTI: a client's transaction bookkeeping, and AI commands queued in the store's transaction, answered at
+EXEC as RedisAI answers them.
+
+The store runs the transaction itself (MULTI, the queued commands and EXEC are relayed). ``Transaction``
+tracks what the connection must know of it: that one is open, a SELECT queued inside it (applied to the
+connection when EXEC's reply says it ran), and the answers owed for our own commands.
 
 The store cannot queue our commands, so each one is replaced by something it can queue:
 
@@ -19,15 +24,22 @@ import itertools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from backends import errors as msgs
 from backends.errors import AIError, wrong_arity
 from backends.tensor import encode_tensor
 from backends.tensor_args import build_tensor, parse_tensorset
-from server.commands.spec import RelayThen
+from server.commands.client_state import ClientState
+from server.commands.context import DATABASES
+from server.commands.spec import RELAY, CommandSpec, RelayThen
 from server.protocol.framer import join_aggregate, split_aggregate
 from server.protocol.reply import encode
+from server.protocol.request import parse_strict_int
 from server.store.atomic import SET_TENSORS
+
+# Sent on a slot nobody waits for: a command the store cannot queue, so its open transaction fails at EXEC.
+QUEUE_TIME_ERROR = [b"REDISAI.QUEUE-TIME-ERROR"]
 
 EXECUTION_COMMANDS = frozenset({"AI.MODELEXECUTE", "AI.MODELRUN", "AI.SCRIPTEXECUTE", "AI.SCRIPTRUN",
                                 "AI.DAGEXECUTE", "AI.DAGEXECUTE_RO", "AI.DAGRUN", "AI.DAGRUN_RO"})
@@ -87,3 +99,59 @@ class MultiSubstitutions:
 
     def discard(self) -> None:
         self.answers = {}
+
+
+class Transaction:
+    """One client's MULTI state; the connection relays MULTI, the queued commands and EXEC to its session."""
+
+    __slots__ = ("_state", "substitutions")
+
+    def __init__(self, state: ClientState) -> None:
+        self._state = state
+        self.substitutions = MultiSubstitutions()
+
+    def queue(self, argv: list[bytes], spec: CommandSpec) -> Any:
+        """Inside MULTI the store queues our generic commands too (so EXEC's reply has them); what changes
+        connection state is applied when EXEC's reply says the transaction ran. An ``AIError`` raised here
+        is a queue-time error: the caller poisons the transaction (Redis answers EXECABORT at EXEC)."""
+        if not spec.arity_ok(len(argv)):
+            raise wrong_arity(argv[0].decode(errors="replace"))
+        if spec.ai:
+            return self.substitutions.queue(spec.name, argv, self._state.proto)
+        if spec.name == "HELLO" or (spec.name == "CLIENT" and argv[1].upper() in (b"REPLY", b"UNBLOCK")):
+            words = argv[:2 if spec.name == "CLIENT" else 1]
+            raise AIError(msgs.NOT_QUEUEABLE_FMT.format(cmd=b" ".join(words).decode(errors="replace").upper()))
+        if spec.name == "SELECT":
+            index = parse_strict_int(argv[1])
+            if index is not None and 0 <= index < DATABASES:
+                self._state.pending_db = index
+        return RELAY
+
+    def exec(self) -> Any:
+        """EXEC: the transaction ends; relay it, rewriting its reply when answers are owed or a SELECT ran."""
+        self._state.in_multi = False
+        return self.substitutions.exec_relay(self._commit_pending_db()) or RELAY
+
+    def relayed(self, name: bytes) -> None:
+        """A relayed MULTI opens a transaction, DISCARD ends one (``name`` is lower case)."""
+        if name == b"multi":
+            self._state.in_multi = True
+        elif name == b"discard":
+            self._state.in_multi = False
+            self._state.pending_db = None
+            self.substitutions.discard()
+
+    def discard(self) -> None:
+        """RESET: whatever was owed is forgotten with the store session."""
+        self.substitutions.discard()
+
+    def _commit_pending_db(self) -> Callable[[], None] | None:
+        state = self._state
+        pending, state.pending_db = state.pending_db, None
+        if pending is None:
+            return None
+
+        def commit() -> None:
+            state.db = pending  # the SELECT queued in the transaction ran
+
+        return commit

@@ -22,6 +22,7 @@ import hiredis
 
 from backends import errors as msgs
 from backends.errors import ProtocolError
+from backends.errors import parse_strict_int as parse_strict_int  # re-exported: the number rule of every layer
 
 INLINE_MAX_SIZE = 64 * 1024  # PROTO_INLINE_MAX_SIZE
 MAX_BULK_LEN = 512 * 1024 * 1024  # proto-max-bulk-len default
@@ -42,19 +43,6 @@ class Limits:
     max_multibulk_len: int = MAX_MULTIBULK_LEN
     inline_max_size: int = INLINE_MAX_SIZE
     query_buffer_limit: int = QUERY_BUFFER_LIMIT
-
-
-def parse_strict_int(raw: bytes | bytearray) -> int | None:
-    """Redis ``string2ll``: optional ``-``, digits, no leading zeros, no spaces, int64 range."""
-    body = raw[1:] if raw[:1] == b"-" else raw
-    if not body or not body.isdigit() or (len(body) > 1 and body[:1] == b"0"):
-        return None
-    if raw[:1] == b"-" and body == b"0":
-        return None
-    value = int(raw)
-    if not -(2**63) <= value < 2**63:
-        return None
-    return value
 
 
 @dataclass(slots=True)

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from backends import errors as msgs
+
 
 @dataclass(slots=True, eq=False)
 class ReplySlot:
@@ -29,7 +31,7 @@ class ReplySlot:
             try:
                 data = self.transform(data)  # runs even when suppressed: it may also record what happened
             except Exception as exc:  # a reply we could not merge must not take the connection down
-                data = b"-ERR internal error: cannot merge the store's reply (" + type(exc).__name__.encode() + b")\r\n"
+                data = b"-%s\r\n" % msgs.REPLY_MERGE_FAILED_FMT.format(kind=type(exc).__name__).encode()
         return b"" if self.suppressed else data
 
     @property

@@ -119,7 +119,7 @@ class TrackingLink:
         for reply in await self._send(upstream, [[b"HELLO", b"3"], [b"CLIENT", b"TRACKING", b"ON"]]):
             if isinstance(reply, AIError):
                 upstream.close()
-                raise TrackingRefused(f"the store refused client-side caching: {reply.message}")
+                raise TrackingRefused(msgs.TRACKING_REFUSED_FMT.format(detail=reply.message))
         transport = upstream.transport
         sock = transport.get_extra_info("socket") if transport is not None else None
         if sock is None or transport is None:

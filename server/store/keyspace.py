@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from backends import errors as msgs
 from backends.errors import AIError, raise_if_unavailable
 from server.store.atomic import SCRIPTS, SET_TENSORS, ScriptCall, StoreScript
 from server.store.cache import TrackedCache, TrackingRefused
@@ -161,7 +162,7 @@ class Keyspace:
             raise result
         queued_errors = [r for r in replies[1:-1] if isinstance(r, AIError)]
         if result is None or queued_errors:
-            raise queued_errors[0] if queued_errors else AIError("ERR transaction aborted")
+            raise queued_errors[0] if queued_errors else AIError(msgs.TRANSACTION_ABORTED_MSG)
         return list(result)
 
 

@@ -96,7 +96,7 @@ class RedisSession:
             self._fail_all(str(exc) if exc else "connection closed")
 
     def _fail_all(self, detail: str) -> None:
-        error = b"-" + msgs.UPSTREAM_DOWN_MSG.format(detail=detail).replace("\r\n", " ").encode() + b"\r\n"
+        error = _store_down_reply(detail)
         while self._fifo:
             slot = self._fifo.popleft()
             slot.fill(error)
@@ -168,8 +168,91 @@ class RedisSession:
             self._connecting.cancel()
 
 
+def _store_down_reply(detail: str) -> bytes:
+    """The error reply of a relayed command whose store connection could not be made or was lost."""
+    return b"-" + msgs.UPSTREAM_DOWN_MSG.format(detail=detail).replace("\r\n", " ").encode() + b"\r\n"
+
+
 def _is_message(frame: bytes) -> bool:
     return frame.startswith((b"*3\r\n$7\r\nmessage\r\n", b"*4\r\n$8\r\npmessage\r\n", b"*3\r\n$8\r\nsmessage\r\n"))
+
+
+class SharedRelay:
+    """The stateless relayed commands of every client on one database, over one connection.
+
+    A client with no store session of its own yet (no MULTI, WATCH, subscription or RESP3) sends the
+    commands of ``STATELESS_COMMANDS`` here instead of opening one. Everything queued in one loop iteration
+    leaves in one write, and each read fills the slots it answers and then flushes each client once, so the
+    syscalls of a busy server are shared by its clients. Replies come back in the order sent, so each
+    client's replies keep its order. Nothing here is connection state: a lost connection costs the commands
+    in flight an error reply (their clients stay open), and the next command connects again.
+    """
+
+    def __init__(self, address: StoreAddress, db: int) -> None:
+        self._address = address
+        self._db = db
+        self._fifo: deque[tuple[ReplySlot, SessionSink]] = deque()
+        self._outbox: list[bytes] = []
+        self._answered: dict[int, SessionSink] = {}
+        self._upstream: UpstreamProtocol | None = None
+        self._connecting: asyncio.Task[None] | None = None
+
+    def send(self, argv: list[bytes], slot: ReplySlot, sink: SessionSink) -> None:
+        self._fifo.append((slot, sink))
+        if not self._outbox and self._upstream is not None:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._outbox.append(pack_command(argv))
+        if self._upstream is None and self._connecting is None:
+            self._connecting = asyncio.get_running_loop().create_task(self._connect())
+
+    def _flush(self) -> None:
+        data, self._outbox = b"".join(self._outbox), []
+        if data and self._upstream is not None:
+            self._upstream.write(data)
+
+    async def _connect(self) -> None:
+        try:
+            upstream = await open_upstream(self._address, FrameReader(), self._db, self._on_lost)
+        except (OSError, ConnectionError) as exc:
+            self._fail_all(str(exc))
+            return
+        finally:
+            self._connecting = None
+        upstream.on_reply = self._on_frame
+        upstream._on_batch_end = self._flush_answered
+        self._upstream = upstream
+        self._flush()
+
+    def _on_frame(self, frame: bytes) -> None:
+        if not self._fifo or frame[:1] == b">":  # a RESP3 push on a RESP2 link cannot happen; never misroute one
+            return
+        slot, sink = self._fifo.popleft()
+        slot.fill(frame)
+        self._answered[id(sink)] = sink
+
+    def _flush_answered(self) -> None:
+        answered, self._answered = self._answered, {}
+        for sink in answered.values():
+            sink.flush()
+
+    def _on_lost(self, exc: Exception | None) -> None:
+        self._upstream = None
+        self._fail_all(str(exc) if exc else "connection closed")
+
+    def _fail_all(self, detail: str) -> None:
+        error = _store_down_reply(detail)
+        self._outbox = []
+        while self._fifo:
+            slot, sink = self._fifo.popleft()
+            slot.fill(error)
+            self._answered[id(sink)] = sink
+        self._flush_answered()
+
+    def close(self) -> None:
+        if self._upstream is not None:
+            self._upstream.close()
+        if self._connecting is not None:
+            self._connecting.cancel()
 
 
 class RedisLink:
@@ -236,6 +319,7 @@ class RedisStore:
         self.address = parse_store_url(url)
         self.default_db = self.address.db
         self._links = LinksByDatabase(lambda db: RedisLink(self.address, db))
+        self._relays = LinksByDatabase(lambda db: SharedRelay(self.address, db))
         self.cache = TrackedCache(self.address, cache_bytes)  # server/store/cache.py
 
     async def start(self) -> None:
@@ -249,12 +333,16 @@ class RedisStore:
     def open_session(self, sink: SessionSink) -> RedisSession:
         return RedisSession(self.address, sink)
 
+    def shared_relay(self, db: int) -> SharedRelay:
+        return self._relays.get(db)
+
     def link(self, db: int) -> RedisLink:
         return self._links.get(db)
 
     async def close(self) -> None:
         self.cache.close()
         self._links.close_all()
+        self._relays.close_all()
 
     def describe(self) -> str:
         return self.address.describe()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from backends import errors as msgs
-from backends.errors import AIError
+from backends.errors import AIError, parse_strict_int
 from backends.tensor import Tensor
 from backends.tensor_args import (
     META_BLOB,
@@ -16,7 +16,6 @@ from backends.tensor_args import (
     build_tensor,
     parse_dtype,
     parse_strict_double,
-    parse_strict_int,
     parse_tensorset,
     tensor_values,
     tensorget_format,

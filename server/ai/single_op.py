@@ -1,0 +1,81 @@
+"""The one execute path of a single AI.MODELEXECUTE / AI.SCRIPTEXECUTE (and their deprecated RUN forms).
+
+Each runs as a one-op DAG (house rule 2): the handler reads its object and inputs and says what differs
+(``SingleOp``); this module builds the run, queues it, counts it in AI.INFO, answers TIMEDOUT or the op's
+error, writes the outputs with the counters in one atomic round trip, and replies OK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from backends import errors as msgs
+from backends.errors import AIError
+from backends.tensor import Tensor
+from dag.runinfo import BatchSpec, RunInfo, Step, Work
+from server.ai.execution import execute_run
+from server.ai.state import AIState
+from server.ai.steps import deadline_after, step_samples
+from server.ai.tensor_io import write_outputs
+from server.protocol.reply import OK, Status
+from server.store.atomic import ScriptCall
+from server.store.keyspace import Keyspace
+
+
+@dataclass(frozen=True, slots=True)
+class SingleOp:
+    """One model or script call, its object read and its inputs decoded: the parts that differ between them.
+
+    ``samples``: AI.INFO counts dim 0 of the first output (models; scripts count none). ``record``: False on
+    a model's second run after STALEMODEL (the first was counted). ``digest``: the model's; the write then
+    checks the store still holds that model, and ``again`` (when given) answers instead if it does not.
+    """
+
+    key: bytes
+    device: str
+    work: Work
+    inputs: list[Tensor]
+    outputs: tuple[bytes, ...]
+    timeout_ms: int | None
+    batch: BatchSpec | None = None
+    samples: bool = False
+    record: bool = True
+    digest: str | None = None
+    again: Callable[[], Awaitable[Any]] | None = None
+
+
+def one_op_run(device: str, work: Work, inputs: list[Tensor], n_outputs: int, timeout_ms: int | None,
+               batch: BatchSpec | None = None) -> RunInfo:
+    """A single call as a one-op DAG on ``device``: inputs in slots 0..n-1, outputs after them."""
+    n_in = len(inputs)
+    step = Step(0, device, tuple(range(n_in)), tuple(range(n_in, n_in + n_outputs)), work, batch)
+    return RunInfo([step], [*inputs, *([None] * n_outputs)], deadline=deadline_after(timeout_ms))
+
+
+async def execute_single_op(ai: AIState, keyspace: Keyspace, op: SingleOp) -> Any:
+    """Run ``op`` and reply: the op's error or TIMEDOUT (with the AI.INFO counters written), else OK once
+    the outputs and the counters are written together."""
+    run = one_op_run(op.device, op.work, op.inputs, len(op.outputs), op.timeout_ms, op.batch)
+    await execute_run(ai.queues, run, ai.inline)
+    counters = ai.record(op.key, run.results[0], step_samples(run, 0) if op.samples else 0) if op.record else []
+    if run.timed_out or run.error is not None:
+        await keyspace.run_scripts(counters)
+        if run.error is not None:
+            raise run.error
+        return Status(msgs.TIMEDOUT_STATUS)
+    return await _write(keyspace, op, run, counters)
+
+
+async def _write(keyspace: Keyspace, op: SingleOp, run: RunInfo, counters: list[ScriptCall]) -> Any:
+    """The outputs and counters in one atomic step; STALEMODEL (another model stored meanwhile) goes to
+    ``op.again`` when there is one."""
+    model = (op.key, op.digest) if op.digest is not None else None
+    try:
+        await write_outputs(keyspace, op.outputs, run.slots[len(op.inputs) :], counters, model)
+    except AIError as exc:
+        if op.again is None or not exc.message.startswith("STALEMODEL"):
+            raise
+        return await op.again()
+    return OK
