@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 from backends import errors as msgs
 from backends.base import LoadedModel
 from backends.errors import AIError
-from backends.objects import MODEL_META_FIELDS, decode_model_meta
+from backends.objects import MODEL_META_FIELDS
 from server.ai.state import ModelCache
-from server.ai.stored import fetch_blob
+from server.ai.stored import fetch_blob, read_model_meta
 from server.store.keyspace import Keyspace
 
 CALL_TIMEOUT_S = 30.0
@@ -68,10 +68,7 @@ class LoopScriptHost:
     async def _load_model(self, key: bytes) -> LoadedModel:
         keyspace = self._keyspace
         values = (await keyspace.pipeline([(b"HMGET", key, *MODEL_META_FIELDS)]))[0]
-        missing = isinstance(values, list) and all(value is None for value in values)
-        meta = decode_model_meta(values, await keyspace.call(b"EXISTS", key) if missing else 1)
-        if meta is None:
-            raise AIError(msgs.MODEL_KEY_EMPTY_MSG)
+        meta = await read_model_meta(self._models, keyspace, key, values)
         return await self._models.get(meta, lambda: fetch_blob(keyspace, key))
 
     def _wait(self, work: Coroutine[Any, Any, T]) -> T:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from backends.base import LoadedModel, RuntimeOptions
-from backends.objects import ModelMeta
+from backends.objects import MODEL_MARKER, ModelMeta, decode_model_meta
 from backends.registry import BackendRegistry, default_backends_path
 from dag.inline import InlinePolicy
 from dag.manager import QueueManager
@@ -51,6 +52,9 @@ class RunStats:
     errors: int = 0
 
 
+DECODED_META_CAPACITY = 1024  # decoded model metadata remembered (ModelCache.decode_meta)
+
+
 class ModelCache(HandleCache[ModelMeta, LoadedModel]):
     """Loaded models by (backend, device queue, blob digest) — see server/ai/handle_cache.py."""
 
@@ -58,6 +62,24 @@ class ModelCache(HandleCache[ModelMeta, LoadedModel]):
         super().__init__(capacity)
         self._backends = backends
         self._settings = settings
+        self._decoded: dict[tuple[Any, ...], ModelMeta] = {}
+
+    def decode_meta(self, values: Any, exists: Any) -> ModelMeta | None:
+        """``decode_model_meta`` (backends/objects.py), remembered by the raw HMGET values: every run of a
+        model reads the same values (from the coherent cache), and decoding them (two JSON lists, a device
+        string) cost more than the rest of reading them. The values are the key, so a changed model is a
+        new entry, never a stale one; at most DECODED_META_CAPACITY entries, then it starts over."""
+        if not exists or not isinstance(values, list) or not values or values[0] != MODEL_MARKER:
+            return decode_model_meta(values, exists)  # missing or not a model: None, or WRONGTYPE raised
+        key = tuple(values)
+        meta = self._decoded.get(key)
+        if meta is None:
+            meta = decode_model_meta(values, exists)
+            if meta is not None:
+                if len(self._decoded) >= DECODED_META_CAPACITY:
+                    self._decoded.clear()
+                self._decoded[key] = meta
+        return meta
 
     def cache_key(self, meta: ModelMeta) -> tuple[str, str, str]:
         return meta.backend, meta.device.queue_name, meta.digest

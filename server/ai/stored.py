@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from backends import errors as msgs
 from backends.errors import AIError
+from backends.objects import ModelMeta
+from server.ai.state import ModelCache
 from server.store.keyspace import Keyspace
+
+
+def require_model(meta: ModelMeta | None) -> ModelMeta:
+    """The decoded metadata, or RedisAI's error for a key that holds nothing."""
+    if meta is None:
+        raise AIError(msgs.MODEL_KEY_EMPTY_MSG)
+    return meta
+
+
+async def read_model_meta(models: ModelCache, keyspace: Keyspace, key: bytes, values: Any) -> ModelMeta:
+    """The model's metadata from its HMGET values; only when every field is missing does a second look tell a
+    missing key (``model key is empty``) from a hash that is not a model (WRONGTYPE)."""
+    missing = isinstance(values, list) and all(value is None for value in values)
+    exists = await keyspace.call(b"EXISTS", key) if missing else 1
+    return require_model(models.decode_meta(values, exists))
 
 
 async def fetch_blob(keyspace: Keyspace, key: bytes) -> bytes:

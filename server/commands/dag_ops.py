@@ -16,6 +16,7 @@ from backends.objects import ModelMeta, decode_model_meta, decode_script_meta
 from backends.tensor_args import build_tensor, parse_tensorset, tensorget_format
 from dag.ops import DagOp, ModelOp, ScriptOp, TensorGetOp, TensorSetOp
 from dag.parse import DagKind, op_name
+from server.ai.stored import require_model
 from server.commands.model_args import (
     check_modelexecute_arity,
     check_modelrun_arity,
@@ -61,10 +62,7 @@ def _allowed(name: bytes, kind: DagKind) -> None:
 
 def _model_meta(key: bytes, models: ObjectLookup) -> ModelMeta:
     values, exists = models[key]
-    meta = decode_model_meta(values, exists)
-    if meta is None:
-        raise AIError(msgs.MODEL_KEY_EMPTY_MSG)
-    return meta
+    return require_model(decode_model_meta(values, exists))
 
 
 def _model_op(argv: list[bytes], models: ObjectLookup) -> ModelOp:

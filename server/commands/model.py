@@ -13,14 +13,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
-from backends.errors import AIError
-from backends.objects import MODEL_MARKER, MODEL_META_FIELDS, ModelMeta, decode_model_meta, model_hash_fields
+from backends.objects import MODEL_MARKER, MODEL_META_FIELDS, ModelMeta, model_hash_fields
 from backends.tensor import Tensor
 from dag.execute import ModelWork
 from server.ai.single_op import SingleOp, execute_single_op
 from server.ai.state import RunStats
 from server.ai.steps import batch_spec
-from server.ai.stored import fetch_blob
+from server.ai.stored import fetch_blob, read_model_meta
 from server.ai.tensor_io import check_output_types, decode_input, output_type_checks
 from server.commands.model_args import (
     ModelExecuteRequest,
@@ -81,10 +80,12 @@ async def _store(client: Client, req: ModelStoreRequest) -> Any:
 # --- reading and deleting -----------------------------------------------------------------------------------------
 
 
-async def _read_meta(keyspace: Keyspace, key: bytes, extra: tuple[bytes, ...] = ()) -> tuple[ModelMeta, list[Any]]:
+async def _read_meta(client: Client, key: bytes, extra: tuple[bytes, ...] = ()) -> tuple[ModelMeta, list[Any]]:
     """The model's metadata and ``extra`` fields (MODELGET's blob) in one HMGET round trip."""
+    keyspace = client.keyspace()
     values = (await keyspace.pipeline([(b"HMGET", key, *MODEL_META_FIELDS, *extra)]))[0]
-    meta = await _model_meta(keyspace, key, values[: len(MODEL_META_FIELDS)] if isinstance(values, list) else values)
+    fields = values[: len(MODEL_META_FIELDS)] if isinstance(values, list) else values
+    meta = await read_model_meta(client.ctx.ai.models, keyspace, key, fields)
     return meta, values[len(MODEL_META_FIELDS) :]
 
 
@@ -100,7 +101,7 @@ def chunk_blob(blob: bytes, chunk_size: int) -> bytes | list[bytes]:
 async def cmd_modelget(client: Client, argv: list[bytes]) -> Any:
     """AI.MODELGET key [META] [BLOB]"""
     want_meta, want_blob = parse_modelget_flags(argv)
-    meta, (blob,) = await _read_meta(client.keyspace(), argv[1], (b"blob",))
+    meta, (blob,) = await _read_meta(client, argv[1], (b"blob",))
     blob_value = chunk_blob(blob or b"", client.ctx.ai.settings.model_chunk_size)
     if not want_meta:
         return blob_value
@@ -143,7 +144,7 @@ async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again
     ai, keyspace = client.ctx.ai, client.keyspace()
     hint, out_hint = input_keys_hint(argv), output_keys_hint(argv)
     replies, checks = await _read_phase(keyspace, argv[1], hint, out_hint, fresh=again)
-    meta = await _model_meta(keyspace, argv[1], replies[0])
+    meta = await read_model_meta(ai.models, keyspace, argv[1], replies[0])
     req = parse(argv, len(meta.inputs), len(meta.outputs))
     fetched = replies[1:]
     inputs = [decode_input(v) for v in fetched] if list(req.inputs) == hint else await _read_inputs(keyspace, req)
@@ -176,19 +177,6 @@ async def _read_phase(keyspace: Keyspace, key: bytes, hint: list[bytes], out_hin
         rest = await keyspace.pipeline(reads)
     inputs, found = rest[: len(hint)], rest[len(hint) :]
     return [meta, *inputs], found if checks else [b""] * len(out_hint)
-
-
-async def _model_meta(keyspace: Keyspace, key: bytes, values: Any) -> ModelMeta:
-    """The model's metadata from HMGET; only when every field is missing does a second look tell a missing
-    key (``model key is empty``) from a hash that is not a model (WRONGTYPE)."""
-    if isinstance(values, list) and all(v is None for v in values):
-        exists = await keyspace.call(b"EXISTS", key)
-    else:
-        exists = 1
-    meta = decode_model_meta(values, exists)
-    if meta is None:
-        raise AIError(msgs.MODEL_KEY_EMPTY_MSG)
-    return meta
 
 
 async def _read_inputs(keyspace: Keyspace, req: ModelExecuteRequest) -> list[Tensor]:

@@ -25,7 +25,6 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable
 from types import CoroutineType
 from typing import Any, cast
 
@@ -34,7 +33,7 @@ from backends.errors import AIError, ProtocolError, wrong_arity
 from server.commands.client_state import ClientState, format_peer
 from server.commands.context import ServerContext
 from server.commands.spec import RELAY, CommandSpec, RelayThen
-from server.frontend.eager import step_once
+from server.frontend.eager import Cancellable, drive
 from server.frontend.multi import QUEUE_TIME_ERROR, Transaction
 from server.frontend.replies import ReplyQueue, failure_reply
 from server.ops.stats import CommandStat
@@ -74,7 +73,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         self.transport: asyncio.Transport | None = None
         self.state = ClientState(0, "", "", -1, True)
         self.transaction = Transaction(self.state)
-        self._task: asyncio.Task[None] | None = None
+        self._task: Cancellable | None = None  # the handler still running (it waits on the store or a worker)
         self._close_after_reply = False
         self._reading_paused = False
         self._writing_paused = False
@@ -248,10 +247,10 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         try:
             outcome = self._dispatch(argv, spec)
             if type(outcome) is CoroutineType:  # an async handler (asyncio.iscoroutine costs more per call)
-                finished, outcome = step_once(outcome)  # runs synchronously until it really waits
+                finished, outcome = drive(outcome, lambda reply, failure: self._finish(
+                    reply, failure, argv, slot, spec, started))  # runs synchronously until it really waits
                 if not finished:
-                    self._task = asyncio.get_running_loop().create_task(
-                        self._finish(outcome, argv, slot, spec, started))
+                    self._task = outcome
                     return
         except (Exception, asyncio.CancelledError) as exc:  # a bug must cost one error reply, never the connection
             slot.fill(failure_reply(exc, argv, self.state.proto))
@@ -340,27 +339,15 @@ class ClientConnection(asyncio.Protocol, SessionSink):
                 self.session.set_protocol(self.state.proto)
         self.session.send(argv, slot)
 
-    async def _finish(self, outcome: Awaitable[Any], argv: list[bytes], slot: ReplySlot,
-                      spec: CommandSpec | None = None, started: int = 0) -> None:
-        """Await a handler that had to wait, deliver its result, and let the pump go on."""
-        failure: BaseException | None = None
-        reply: Any = None
-        try:
-            reply = await outcome
-        except asyncio.CancelledError as exc:
-            if self._closed:  # our own client went away: nothing to answer
-                self._task = None
-                raise
-            failure = exc  # cancelled from elsewhere: answer it
-        except Exception as exc:
-            failure = exc
-        finally:
-            self._task = None
+    def _finish(self, reply: Any, failure: BaseException | None, argv: list[bytes], slot: ReplySlot,
+                spec: CommandSpec | None, started: int) -> None:
+        """A handler that had to wait has ended: deliver its result, and let the pump go on."""
+        self._task = None
         self._account(spec, started, failure is not None)
-        if self._closed:
+        if self._closed:  # our own client went away (that is what cancelled it): nothing to answer
             return
         if failure is not None:
-            slot.fill(failure_reply(failure, argv, self.state.proto))
+            slot.fill(failure_reply(failure, argv, self.state.proto))  # a cancellation from elsewhere too
         else:
             self._deliver(argv, slot, reply)
         self.flush()

@@ -1,78 +1,128 @@
-"""Running a handler coroutine eagerly: its first step now, a Task only if it really has to wait.
+"""Running a handler coroutine eagerly, and without a Task when it has to wait.
 
-On the embedded store a keyspace round trip never suspends, so most AI commands finish in their first step;
-starting a Task for each would cost a loop iteration and a task object per command. A handler that does
-wait (a real Redis round trip, a worker thread, a model load) is handed to a Task at the point where it
-waits, and goes on exactly as if it had been a Task from the start.
+A handler's first step runs at once: one that never waits (argument errors, our own answers, a cached
+read) finishes there, as a plain call would. One that waits (a store round trip, a worker thread, a model
+load) is driven from then on by ``Driven``: each future it awaits gets a done-callback that sends the
+coroutine its next step, the way a Task's ``__step`` does, but without a Task object, its scheduling on the
+loop, or a wrapper coroutine per command. Most AI commands wait once or twice per request, so this is on
+the hot path (docs/performance.md).
+
+On Python 3.12+ the coroutine runs in an eagerly started Task instead: there ``asyncio.timeout`` and
+``wait_for`` need a current Task, and eager Tasks already skip the first scheduling.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Coroutine, Generator
+from collections.abc import Callable, Coroutine
 from typing import Any
 
+# How a driven coroutine ended: (its result, None) or (None, the exception it raised, CancelledError too).
+OnDone = Callable[[Any, BaseException | None], None]
 
-class Suspended:
-    """The rest of a coroutine that stopped at an ``await``: ``run()`` drives it to the end inside a Task."""
 
-    def __init__(self, coro: Coroutine[Any, Any, Any], waiting_on: Any) -> None:
+class Cancellable:
+    """What the caller keeps of a coroutine still running: something to cancel when its client goes away."""
+
+    def cancel(self) -> object:
+        """Cancel the coroutine at the await it is suspended in."""
+        raise NotImplementedError
+
+
+class Driven(Cancellable):
+    """A suspended coroutine driven by the done-callbacks of the futures it awaits (no Task)."""
+
+    __slots__ = ("_coro", "_on_done", "_pending", "_throw")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], yielded: Any, on_done: OnDone) -> None:
         self._coro = coro
-        self._waiting_on = waiting_on
+        self._on_done = on_done
+        self._pending: asyncio.Future[Any] | None = None
+        self._throw = False  # cancel() came while no future could carry the cancellation in
+        self._park(yielded)
 
-    async def run(self) -> Any:
-        coro, pending = self._coro, self._waiting_on
-        while True:
-            try:
-                await _UntilDone(pending)
-            except asyncio.CancelledError:  # our Task was cancelled (or what it waited on was)
-                if isinstance(pending, asyncio.Future):
-                    pending.cancel()  # what Task.cancel() does to the future its coroutine waits on
-                try:
-                    pending = coro.throw(asyncio.CancelledError())
-                except StopIteration as stop:
-                    return stop.value
-                continue
-            except Exception:  # the failed future's error reaches the coroutine below, from its result()
-                pass
-            try:
-                pending = coro.send(None)
-            except StopIteration as stop:
-                return stop.value
+    def _park(self, yielded: Any) -> None:
+        """Wait for what the coroutine yielded: a future it awaits, or a bare yield (``asyncio.sleep(0)``)."""
+        if yielded is None:
+            asyncio.get_running_loop().call_soon(self._step)
+        elif getattr(yielded, "_asyncio_future_blocking", False):
+            yielded._asyncio_future_blocking = False
+            self._pending = yielded
+            yielded.add_done_callback(self._wake)
+        else:  # what a Task says of anything else, thrown in where the coroutine yielded it
+            self._throw_in(RuntimeError(f"handler coroutine yielded {yielded!r}, not a future"))
 
+    def _wake(self, _future: asyncio.Future[Any]) -> None:
+        self._step()
 
-class _UntilDone:
-    """Wait for a future the way a Task waits for what its coroutine awaits, without taking its result:
-    ``yield`` it to our Task (which wakes us when it is done, and cancels it if the Task is cancelled).
-    Cheaper than ``asyncio.wait([future])``, which builds a set, a waiter future and callbacks each time."""
+    def _step(self) -> None:
+        self._pending = None
+        if self._throw:
+            self._throw = False
+            self._throw_in(asyncio.CancelledError())
+            return
+        try:
+            yielded = self._coro.send(None)  # the awaited future's result, error or cancellation reaches it here
+        except StopIteration as stop:
+            self._on_done(stop.value, None)
+        except (Exception, asyncio.CancelledError) as exc:
+            self._on_done(None, exc)
+        else:
+            self._park(yielded)
 
-    __slots__ = ("_pending",)
+    def _throw_in(self, exc: BaseException) -> None:
+        try:
+            yielded = self._coro.throw(exc)
+        except StopIteration as stop:
+            self._on_done(stop.value, None)
+        except (Exception, asyncio.CancelledError) as raised:
+            self._on_done(None, raised)
+        else:
+            self._park(yielded)
 
-    def __init__(self, pending: Any) -> None:
-        self._pending = pending
-
-    def __await__(self) -> Generator[Any, None, None]:
+    def cancel(self) -> bool:
+        """As ``Task.cancel``: the awaited future is cancelled, so the coroutine's await raises CancelledError
+        (it may catch it); between steps, CancelledError is thrown in at the next one."""
         pending = self._pending
-        if isinstance(pending, asyncio.Future):
-            if not pending.done():  # still marked blocking by the coroutine that yielded it: our Task waits on it
-                yield pending
-        else:  # a bare ``yield`` (asyncio.sleep(0)): give the loop one turn
-            yield None
+        if pending is not None and pending.cancel():
+            return True
+        self._throw = True
+        return True
 
 
-def step_once(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
-    """Run ``coro`` until it finishes or first waits: (True, its result) or (False, an awaitable of the rest).
+class _TaskRunning(Cancellable):
+    __slots__ = ("_task",)
 
-    An exception raised in that first step propagates to the caller, as from a plain function call. On
-    Python 3.12+ this is an eagerly started Task (so even the first step runs inside a Task: asyncio.timeout
-    and wait_for work there); on 3.11, where wait_for needs no Task, the first step runs bare.
+    def __init__(self, task: asyncio.Task[Any], on_done: OnDone) -> None:
+        self._task = task
+        task.add_done_callback(lambda done: _report(done, on_done))
+
+    def cancel(self) -> bool:
+        return self._task.cancel()
+
+
+def _report(task: asyncio.Task[Any], on_done: OnDone) -> None:
+    if task.cancelled():
+        on_done(None, asyncio.CancelledError())
+    elif (exc := task.exception()) is not None:
+        on_done(None, exc)
+    else:
+        on_done(task.result(), None)
+
+
+def drive(coro: Coroutine[Any, Any, Any], on_done: OnDone) -> tuple[bool, Any]:
+    """Run ``coro`` until it finishes or first waits.
+
+    (True, its result) when it finished in that first step — an exception raised there propagates to the
+    caller, as from a plain function call. (False, a ``Cancellable``) when it waits: ``on_done`` is called
+    once it ends, from the loop.
     """
     if sys.version_info >= (3, 12):
         task = asyncio.Task(coro, eager_start=True)
-        return (True, task.result()) if task.done() else (False, task)
+        return (True, task.result()) if task.done() else (False, _TaskRunning(task, on_done))
     try:
-        pending = coro.send(None)
+        yielded = coro.send(None)
     except StopIteration as stop:
         return True, stop.value
-    return False, Suspended(coro, pending).run()
+    return False, Driven(coro, yielded, on_done)

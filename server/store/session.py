@@ -81,20 +81,6 @@ STATELESS_COMMANDS = frozenset({
     b"zcard", b"zincrby", b"zrank", b"dbsize", b"xadd", b"xlen", b"xrange",
 })
 
-# Data commands whose reply depends only on the keyspace, never on the connection they arrive on (no MULTI,
-# WATCH, blocking, pub/sub, database or client state): a client that has no store session of its own yet
-# sends these over its database's shared relay (server/store/redis.py, ``SharedRelay``), so many clients'
-# commands leave in one write and their replies arrive in one read. Lower case, as the connection compares.
-STATELESS_COMMANDS = frozenset({
-    b"get", b"set", b"setex", b"psetex", b"setnx", b"getset", b"getdel", b"getex", b"mget", b"mset", b"msetnx",
-    b"append", b"strlen", b"incr", b"incrby", b"incrbyfloat", b"decr", b"decrby", b"getrange", b"setrange",
-    b"del", b"unlink", b"exists", b"expire", b"pexpire", b"expireat", b"pexpireat", b"ttl", b"pttl", b"persist",
-    b"hset", b"hsetnx", b"hget", b"hmset", b"hmget", b"hgetall", b"hdel", b"hexists", b"hincrby", b"hlen",
-    b"hkeys", b"hvals", b"lpush", b"rpush", b"lpop", b"rpop", b"lrange", b"llen", b"lindex", b"lset", b"lrem",
-    b"ltrim", b"sadd", b"srem", b"smembers", b"sismember", b"scard", b"zadd", b"zrem", b"zrange", b"zscore",
-    b"zcard", b"zincrby", b"zrank", b"dbsize", b"xadd", b"xlen", b"xrange",
-})
-
 SUBSCRIBE_COMMANDS = frozenset({b"subscribe", b"psubscribe", b"ssubscribe"})
 UNSUBSCRIBE_COMMANDS = frozenset({b"unsubscribe", b"punsubscribe", b"sunsubscribe"})
 PUBSUB_COMMANDS = SUBSCRIBE_COMMANDS | UNSUBSCRIBE_COMMANDS

@@ -1,12 +1,14 @@
-"""Eager handler coroutines: finished in the first step when they never wait, a Task only when they do."""
+"""Eager handler coroutines: finished in the first step when they never wait, driven without a Task when
+they do (server/frontend/eager.py)."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
-from server.frontend.eager import step_once
+from server.frontend.eager import drive
 
 
 async def _no_wait() -> int:
@@ -23,23 +25,38 @@ async def _fails() -> int:
     raise ValueError("boom")
 
 
+class Outcome:
+    """What ``on_done`` reported, and a future the test can await for it."""
+
+    def __init__(self) -> None:
+        self.ended: asyncio.Future[tuple[Any, BaseException | None]] = asyncio.get_running_loop().create_future()
+
+    def __call__(self, reply: Any, failure: BaseException | None) -> None:
+        assert not self.ended.done(), "on_done called twice"
+        self.ended.set_result((reply, failure))
+
+
+def _never(reply: Any, failure: BaseException | None) -> None:
+    raise AssertionError("on_done called for a coroutine that finished at once")
+
+
 def test_a_coroutine_that_never_waits_finishes_at_once() -> None:
-    assert step_once(_no_wait()) == (True, 42)
+    assert drive(_no_wait(), _never) == (True, 42)
     with pytest.raises(ValueError, match="boom"):
-        step_once(_fails())
+        drive(_fails(), _never)
 
 
-def test_a_coroutine_that_waits_goes_on_in_a_task() -> None:
-    async def scenario() -> int:
+def test_a_coroutine_that_waits_is_driven_to_its_end() -> None:
+    async def scenario() -> tuple[Any, BaseException | None]:
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        finished, rest = step_once(_waits(future))
+        outcome = Outcome()
+        finished, _ = drive(_waits(future), outcome)
         assert not finished
-        task = asyncio.ensure_future(rest)
         await asyncio.sleep(0)
         future.set_result(21)
-        return await task
+        return await outcome.ended
 
-    assert asyncio.run(scenario()) == 42
+    assert asyncio.run(scenario()) == (42, None)
 
 
 def test_errors_of_the_awaited_future_reach_the_coroutine() -> None:
@@ -50,25 +67,73 @@ def test_errors_of_the_awaited_future_reach_the_coroutine() -> None:
             return "caught"
         return "missed"
 
-    async def scenario() -> str:
+    async def scenario() -> tuple[Any, BaseException | None]:
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        _, rest = step_once(catches(future))
-        task = asyncio.ensure_future(rest)
+        outcome = Outcome()
+        drive(catches(future), outcome)
         future.set_exception(KeyError("x"))
-        return await task
+        return await outcome.ended
 
-    assert asyncio.run(scenario()) == "caught"
+    assert asyncio.run(scenario()) == ("caught", None)
 
 
-def test_cancelling_the_task_cancels_the_awaited_future() -> None:
-    async def scenario() -> bool:
+def test_an_uncaught_error_is_reported_not_raised() -> None:
+    async def raises_after(future: asyncio.Future[int]) -> int:
+        await future
+        raise LookupError("late")
+
+    async def scenario() -> BaseException | None:
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        _, rest = step_once(_waits(future))
-        task = asyncio.ensure_future(rest)
-        await asyncio.sleep(0)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        return future.cancelled()
+        outcome = Outcome()
+        drive(raises_after(future), outcome)
+        future.set_result(1)
+        return (await outcome.ended)[1]
 
-    assert asyncio.run(scenario()) is True
+    assert isinstance(asyncio.run(scenario()), LookupError)
+
+
+def test_cancelling_cancels_the_awaited_future_and_reports_the_cancellation() -> None:
+    async def scenario() -> tuple[bool, BaseException | None]:
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        outcome = Outcome()
+        _, running = drive(_waits(future), outcome)
+        await asyncio.sleep(0)
+        running.cancel()
+        _, failure = await outcome.ended
+        return future.cancelled(), failure
+
+    cancelled, failure = asyncio.run(scenario())
+    assert cancelled and isinstance(failure, asyncio.CancelledError)
+
+
+def test_a_cancellation_between_steps_is_thrown_in_at_the_next_one() -> None:
+    async def sleeps_then_waits(future: asyncio.Future[int]) -> int:
+        await asyncio.sleep(0)
+        return await future
+
+    async def scenario() -> BaseException | None:
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        outcome = Outcome()
+        _, running = drive(sleeps_then_waits(future), outcome)
+        running.cancel()  # suspended at a bare yield: no future to carry it
+        return (await outcome.ended)[1]
+
+    assert isinstance(asyncio.run(scenario()), asyncio.CancelledError)
+
+
+def test_a_handler_may_catch_its_cancellation_and_answer() -> None:
+    async def answers_anyway(future: asyncio.Future[int]) -> str:
+        try:
+            await future
+        except asyncio.CancelledError:
+            return "cleaned up"
+        return "done"
+
+    async def scenario() -> tuple[Any, BaseException | None]:
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        outcome = Outcome()
+        _, running = drive(answers_anyway(future), outcome)
+        running.cancel()
+        return await outcome.ended
+
+    assert asyncio.run(scenario()) == ("cleaned up", None)
