@@ -60,7 +60,7 @@ async def cmd_dagrun_ro(client: Client, argv: list[bytes]) -> Any:
 async def run_dag(client: Client, argv: list[bytes], kind: DagKind) -> Any:
     header = parse_header(argv, kind)
     keyspace, ai = client.keyspace(), client.ctx.ai
-    ops, loaded, persist_checks = await _parse_with_store(keyspace, header, kind)
+    ops, loaded, persist_checks = await _parse_with_store(client.ctx, keyspace, header, kind)
     resolved = resolve(header.load, ops, header.persist)
     works = await _works(client.ctx, keyspace, ops)
     run, step_of_op = build_run(ops, resolved, loaded, works, header.timeout_ms, client.ctx.metrics)
@@ -85,7 +85,7 @@ def _lookups(commands: list[tuple[bytes, ...]], keys: list[bytes], fields: tuple
         commands += [(b"HMGET", key, *fields), (b"EXISTS", key)]
 
 
-async def _parse_with_store(keyspace: Keyspace, header: DagHeader,
+async def _parse_with_store(ctx: ServerContext, keyspace: Keyspace, header: DagHeader,
                             kind: DagKind) -> tuple[list[DagOp], list[Any], list[Any]]:
     """The one round trip before queuing: LOAD tensors, model and script metadata, PERSIST key types; then the
     ops are parsed against that, in order."""
@@ -103,7 +103,7 @@ async def _parse_with_store(keyspace: Keyspace, header: DagHeader,
     for keys in (models, scripts):
         lookup.append({key: (replies[position + 2 * i], replies[position + 2 * i + 1]) for i, key in enumerate(keys)})
         position += 2 * len(keys)
-    ops = parse_ops(header.ops, kind, lookup[0], lookup[1])
+    ops = parse_ops(header.ops, kind, lookup[0], lookup[1], ctx.ai.models.decode_meta)
     return ops, loaded, replies[position:]
 
 

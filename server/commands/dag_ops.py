@@ -7,7 +7,7 @@ op comes after a syntax error in the second. The caller fetches every object the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from backends import errors as msgs
@@ -35,6 +35,8 @@ SCRIPT_OPS = (b"AI.SCRIPTEXECUTE", b"AI.SCRIPTRUN")
 
 # key → (its HMGET reply, its EXISTS reply), fetched before parsing.
 ObjectLookup = Mapping[bytes, tuple[Any, Any]]
+# decode_model_meta, or the server's remembering form of it (ModelCache.decode_meta, server/ai/state.py)
+MetaDecoder = Callable[[Any, Any], ModelMeta | None]
 
 
 def objects_named(ops: list[list[bytes]]) -> tuple[list[bytes], list[bytes]]:
@@ -60,15 +62,15 @@ def _allowed(name: bytes, kind: DagKind) -> None:
         raise AIError(msgs.DAG_UNSUPPORTED_OP_MSG)
 
 
-def _model_meta(key: bytes, models: ObjectLookup) -> ModelMeta:
+def _model_meta(key: bytes, models: ObjectLookup, decode: MetaDecoder) -> ModelMeta:
     values, exists = models[key]
-    return require_model(decode_model_meta(values, exists))
+    return require_model(decode(values, exists))
 
 
-def _model_op(argv: list[bytes], models: ObjectLookup) -> ModelOp:
+def _model_op(argv: list[bytes], models: ObjectLookup, decode: MetaDecoder) -> ModelOp:
     modern = op_name(argv) == b"AI.MODELEXECUTE"
     (check_modelexecute_arity if modern else check_modelrun_arity)(argv)
-    meta = _model_meta(argv[1], models)
+    meta = _model_meta(argv[1], models, decode)
     parse = parse_modelexecute if modern else parse_modelrun
     try:
         req = parse(argv, len(meta.inputs), len(meta.outputs))
@@ -94,7 +96,8 @@ def _script_op(argv: list[bytes], scripts: ObjectLookup) -> ScriptOp:
     return ScriptOp(argv[1], meta, req, req.inputs, req.outputs)
 
 
-def parse_op(argv: list[bytes], kind: DagKind, models: ObjectLookup, scripts: ObjectLookup) -> DagOp:
+def parse_op(argv: list[bytes], kind: DagKind, models: ObjectLookup, scripts: ObjectLookup,
+             decode: MetaDecoder = decode_model_meta) -> DagOp:
     name = op_name(argv)
     _allowed(name, kind)
     if name == b"AI.TENSORSET":
@@ -104,11 +107,11 @@ def parse_op(argv: list[bytes], kind: DagKind, models: ObjectLookup, scripts: Ob
         fmt = tensorget_format(argv)  # arity first: argv[1] exists after it
         return TensorGetOp(argv[1], fmt)
     if name in MODEL_OPS:
-        return _model_op(argv, models)
+        return _model_op(argv, models, decode)
     return _script_op(argv, scripts)
 
 
 def parse_ops(op_argvs: list[list[bytes]], kind: DagKind, models: ObjectLookup,
-              scripts: ObjectLookup) -> list[DagOp]:
+              scripts: ObjectLookup, decode: MetaDecoder = decode_model_meta) -> list[DagOp]:
     """Every op, in order; the first failure is the whole command's error."""
-    return [parse_op(argv, kind, models, scripts) for argv in op_argvs]
+    return [parse_op(argv, kind, models, scripts, decode) for argv in op_argvs]

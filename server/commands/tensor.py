@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from backends import errors as msgs
 from backends.errors import AIError, wrong_arity
 from backends.tensor import (
+    DTYPES,
     HEADER_SIZE,
     MAX_HEADER_SIZE,
     Tensor,
@@ -35,7 +36,7 @@ from backends.tensor_args import (
     tensorget_format,
     tensorget_reply,
 )
-from server.protocol.reply import OK
+from server.protocol.reply import OK, Raw
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -96,7 +97,28 @@ async def cmd_tensorget(client: Client, argv: list[bytes]) -> Any:
     raw = await keyspace.call(b"GET", argv[1])
     if raw is None:
         raise AIError(msgs.TENSOR_KEY_EMPTY_MSG)
+    if fmt.meta and fmt.blob:
+        fast = meta_blob_reply(raw)
+        if fast is not None:
+            return fast
     return tensorget_reply(decode_tensor(raw), fmt)
+
+
+def meta_blob_reply(raw: bytes) -> Raw | None:
+    """``META BLOB`` of a numeric tensor, encoded straight from the stored header: the same bytes as
+    ``tensorget_reply`` (a plain array, in RESP2 and RESP3 alike), without building a numpy array and a reply
+    tree to encode. It is the most common TENSORGET. None (the general path) for STRING tensors and dtypes
+    without a RedisAI name; a value that is not a tensor answers WRONGTYPE here as there."""
+    header = read_header(raw)
+    check_length(header, len(raw))
+    if header.dtype == "STRING" or not DTYPES[header.dtype].canonical:
+        return None
+    dtype = header.dtype.encode()
+    dims = b"".join(b":%d\r\n" % dim for dim in header.shape)
+    size = len(raw) - header.data_offset
+    head = b"*6\r\n$5\r\ndtype\r\n$%d\r\n%s\r\n$5\r\nshape\r\n*%d\r\n%s$4\r\nblob\r\n$%d\r\n" % (
+        len(dtype), dtype, len(header.shape), dims, size)
+    return Raw(b"".join((head, memoryview(raw)[header.data_offset:], b"\r\n")))
 
 
 def _format_or_error(argv: list[bytes]) -> TensorGetFormat | AIError:
