@@ -227,13 +227,20 @@ def _multibulk_length(buf: bytearray, pos: int, frame: list[object], max_bulk: i
     of bulk strings is exactly its canonical encoding, and each header can be checked where it must be."""
     if buf[pos] != 0x2A:  # '*'
         return None
-    at = pos + len(str(len(frame))) + 3
+    at = pos + _digits(len(frame)) + 3
     for arg in frame:
-        if type(arg) is not bytes or buf[at] != 0x24 or len(arg) > max_bulk:  # '$'
+        if type(arg) is not bytes or buf[at] != 0x24:  # '$'
             return None
         size = len(arg)
-        at += len(str(size)) + size + 5
+        if size > max_bulk:
+            return None
+        at += _digits(size) + size + 5
     return at - pos
+
+
+def _digits(number: int) -> int:
+    """Decimal digits of a non-negative ``number`` (most lengths are short: no str() for them)."""
+    return 1 if number < 10 else 2 if number < 100 else 3 if number < 1000 else len(str(number))
 
 
 def split_inline_args(line: bytes) -> list[bytes]:
