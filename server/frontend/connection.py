@@ -15,8 +15,10 @@ Errors. An ``AIError`` becomes ``-<text>``; any other exception is logged and an
 error (``failure_reply``); neither closes the connection. A ``ProtocolError`` is answered after every
 earlier reply and then the connection is closed, as Redis does.
 
-MULTI bookkeeping lives in ``Transaction`` (server/frontend/multi.py); handlers see this class only through
-the ``Client`` protocol (server/commands/context.py).
+Where relayed commands go (the client's session or the shared relay) is ``Relay`` (server/frontend/relay.py);
+MULTI bookkeeping is ``Transaction`` (server/frontend/multi.py); reply order is ``ReplyQueue``
+(server/frontend/replies.py). Handlers see this class only through the ``Client`` protocol
+(server/commands/context.py).
 """
 
 from __future__ import annotations
@@ -32,17 +34,17 @@ from backends import errors as msgs
 from backends.errors import AIError, ProtocolError, wrong_arity
 from server.commands.client_state import ClientState, format_peer
 from server.commands.context import ServerContext
-from server.commands.spec import RELAY, CommandSpec, RelayThen
+from server.commands.spec import CommandSpec
 from server.frontend.eager import Cancellable, drive
-from server.frontend.multi import QUEUE_TIME_ERROR, Transaction
+from server.frontend.multi import Transaction
+from server.frontend.relay import Relay
 from server.frontend.replies import ReplyQueue, failure_reply
 from server.ops.stats import CommandStat
 from server.protocol.reply import encode
 from server.protocol.request import RequestParser
 from server.protocol.slot import ReplySlot
-from server.store.embedded import refused_on_embedded
 from server.store.keyspace import Keyspace
-from server.store.session import STATELESS_COMMANDS, SUBSCRIBE_COMMANDS, SessionSink, StoreSession
+from server.store.session import SessionSink
 
 log = logging.getLogger("redisai.connection")
 
@@ -51,14 +53,6 @@ LOW_WATER = 128
 PUBSUB_OUTPUT_LIMIT = 32 * 1024 * 1024
 
 
-class _Shared:
-    """Returned for a relayed command that goes over its database's shared relay, not the client's session."""
-
-    def __repr__(self) -> str:
-        return "SHARED"
-
-
-SHARED = _Shared()
 
 
 class ClientConnection(asyncio.Protocol, SessionSink):
@@ -69,10 +63,10 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         self.parser = RequestParser(ctx.limits)
         self.replies = ReplyQueue()
         self.backlog: deque[list[bytes] | ProtocolError] = deque()
-        self.session: StoreSession | None = None
         self.transport: asyncio.Transport | None = None
         self.state = ClientState(0, "", "", -1, True)
         self.transaction = Transaction(self.state)
+        self.relay = Relay(ctx, self.state, self, self.transaction)
         self._task: Cancellable | None = None  # the handler still running (it waits on the store or a worker)
         self._close_after_reply = False
         self._reading_paused = False
@@ -95,6 +89,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             db=self.ctx.store.default_db,
         )
         self.transaction = Transaction(self.state)
+        self.relay = Relay(self.ctx, self.state, self, self.transaction)
         self.ctx.stats.connections_received += 1
         if self.ctx.shutting_down:
             self.ctx.stats.rejected_connections += 1
@@ -128,8 +123,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         self._closed = True
         self.ctx.clients.pop(self.state.id, None)
         self.backlog.clear()
-        if self.session is not None:
-            self.session.close()
+        self.relay.drop_session()
         if self._task is not None:
             self._task.cancel()
 
@@ -165,16 +159,14 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             self._write_ready()
 
     def store_lost(self) -> None:
-        self.session = None
+        self.relay.session_lost()
         self._close_after_reply = True
         self._write_ready()
 
     def reset(self) -> None:
         """RESET: drop the store session; the next relayed command opens a fresh one (RESP2, default db, no
         MULTI, WATCH or subscriptions), which is what RESET leaves on the Redis side too."""
-        if self.session is not None:
-            self.session.close()
-            self.session = None
+        self.relay.drop_session()
         self.transaction.discard()
 
     # --- what handlers may use ----------------------------------------------------------------------------------
@@ -185,8 +177,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
 
     def set_protocol(self, proto: int) -> None:
         self.state.proto = proto
-        if self.session is not None:
-            self.session.set_protocol(proto)
+        self.relay.set_protocol(proto)
 
     def close_after_reply(self) -> None:
         self._close_after_reply = True
@@ -224,7 +215,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
                 self._close_after_reply = True
                 break
             spec = self.ctx.spec_of(item[0]) if item else None
-            if self.session is None and self.replies.outstanding() and not self._is_shared(spec, item):
+            if self.relay.session is None and self.replies.outstanding() and not self.relay.is_shared(spec, item):
                 break  # the shared relay's replies first: what follows may use a session, another connection
             if spec is not None and spec.after_relays:
                 if self.replies.outstanding():
@@ -264,15 +255,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
     def _deliver(self, argv: list[bytes], slot: ReplySlot, outcome: Any) -> None:
         """A handler's result: relay the command (maybe rewriting the store's reply), or fill the slot."""
         try:
-            if outcome is SHARED:
-                self.ctx.store.cache.invalidate_for(self.state.db, argv)  # before the store can see it
-                self.ctx.store.shared_relay(self.state.db).send(argv, slot, self)
-            elif outcome is RELAY:
-                self._relay(argv, slot)
-            elif isinstance(outcome, RelayThen):
-                slot.transform = outcome.transform
-                self._relay(outcome.argv or argv, slot)
-            else:
+            if not self.relay.send(argv, slot, outcome):
                 slot.fill(encode(outcome, self.state.proto))
         except Exception as exc:  # a reply we cannot encode or relay is a bug: one error reply
             slot.fill(failure_reply(exc, argv, self.state.proto, "could not be answered"))
@@ -292,52 +275,16 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         if not self.state.authenticated and (spec is None or not spec.no_auth):
             raise AIError(msgs.NOAUTH_MSG)
         if spec is None:
-            return self._dispatch_relayed(argv)
+            return self.relay.route(argv)
         if self.state.in_multi and spec.name not in ("QUIT", "RESET"):
             try:
                 return self.transaction.queue(argv, spec)
             except AIError:
-                self._poison_transaction()
+                self.relay.poison_transaction()
                 raise
         if not spec.arity_ok(len(argv)):
             raise wrong_arity(argv[0].decode(errors="replace"))
         return spec.handler(self, argv)
-
-    def _dispatch_relayed(self, argv: list[bytes]) -> Any:
-        """A command we do not implement goes to the store as it is (after the embedded store's deny-list)."""
-        name = argv[0].lower()
-        if self.ctx.store.kind == "embedded" and refused_on_embedded(argv):
-            if self.state.in_multi:
-                self._poison_transaction()
-            raise AIError(msgs.EMBEDDED_STORE_PRIVATE_FMT.format(cmd=b" ".join(argv[:2]).decode(errors="replace")))
-        if name == b"exec" and self.state.in_multi:
-            return self.transaction.exec()
-        if self._is_shared(None, argv):
-            return SHARED
-        self.transaction.relayed(name)
-        if name in SUBSCRIBE_COMMANDS:
-            self.state.used_pubsub = True
-        return RELAY
-
-    def _is_shared(self, spec: CommandSpec | None, argv: list[bytes]) -> bool:
-        """A stateless data command of a client without a store session of its own (and RESP2: the shared
-        relay speaks RESP2) goes over the shared relay (server/store/redis.py, ``SharedRelay``)."""
-        state = self.state
-        return (spec is None and self.session is None and state.proto == 2 and not state.in_multi
-                and not state.used_pubsub and argv[0].lower() in STATELESS_COMMANDS)
-
-    def _poison_transaction(self) -> None:
-        """Make the store's open transaction fail at EXEC, as Redis does after a queue-time error."""
-        if self.session is not None:
-            self.session.send(QUEUE_TIME_ERROR, ReplySlot())
-
-    def _relay(self, argv: list[bytes], slot: ReplySlot) -> None:
-        self.ctx.store.cache.invalidate_for(self.state.db, argv)  # before the store can see it
-        if self.session is None:
-            self.session = self.ctx.store.open_session(self)
-            if self.state.proto != 2:
-                self.session.set_protocol(self.state.proto)
-        self.session.send(argv, slot)
 
     def _finish(self, reply: Any, failure: BaseException | None, argv: list[bytes], slot: ReplySlot,
                 spec: CommandSpec | None, started: int) -> None:
