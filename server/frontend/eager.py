@@ -51,7 +51,7 @@ class Driven(Cancellable):
             self._pending = yielded
             yielded.add_done_callback(self._wake)
         else:  # what a Task says of anything else, thrown in where the coroutine yielded it
-            self._throw_in(RuntimeError(f"handler coroutine yielded {yielded!r}, not a future"))
+            self._advance(RuntimeError(f"handler coroutine yielded {yielded!r}, not a future"))
 
     def _wake(self, _future: asyncio.Future[Any]) -> None:
         self._step()
@@ -60,24 +60,18 @@ class Driven(Cancellable):
         self._pending = None
         if self._throw:
             self._throw = False
-            self._throw_in(asyncio.CancelledError())
-            return
+            self._advance(asyncio.CancelledError())
+        else:
+            self._advance(None)  # the awaited future's result, error or cancellation reaches it here
+
+    def _advance(self, thrown: BaseException | None) -> None:
+        """One step of the coroutine: sent None, or ``thrown`` thrown in; then wait again, or report the end."""
         try:
-            yielded = self._coro.send(None)  # the awaited future's result, error or cancellation reaches it here
+            yielded = self._coro.send(None) if thrown is None else self._coro.throw(thrown)
         except StopIteration as stop:
             self._on_done(stop.value, None)
         except (Exception, asyncio.CancelledError) as exc:
             self._on_done(None, exc)
-        else:
-            self._park(yielded)
-
-    def _throw_in(self, exc: BaseException) -> None:
-        try:
-            yielded = self._coro.throw(exc)
-        except StopIteration as stop:
-            self._on_done(stop.value, None)
-        except (Exception, asyncio.CancelledError) as raised:
-            self._on_done(None, raised)
         else:
             self._park(yielded)
 
