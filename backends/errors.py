@@ -173,14 +173,18 @@ IN_TRANSACTION_MSG = "ERR Cannot run RedisAI command within a transaction or a L
 TENSOR_KEY_EMPTY_MSG = "ERR tensor key is empty or in a different shard"
 BATCH_SIZE_MISMATCH_MSG = "ERR Model did not generate the expected batch size"
 GPU_NOT_AVAILABLE_FMT = "GPU requested but {backend} couldn't find CUDA"
-MODEL_GPU_NOT_AVAILABLE_FMT = "ERR " + GPU_NOT_AVAILABLE_FMT  # as a model load answers it (scripts: no ERR)
+# RedisAI's backends answer these as they are: Torch without ERR (models and scripts), ONNX with it.
+TORCH_GPU_NOT_AVAILABLE_MSG = GPU_NOT_AVAILABLE_FMT.format(backend="Torch")
+ONNX_GPU_NOT_AVAILABLE_MSG = "ERR " + GPU_NOT_AVAILABLE_FMT.format(backend="ONNX")
 TIMEDOUT_STATUS = "TIMEDOUT"
 # (MODEL_OUTPUT_COUNT_MSG, shared with redisAI.model_execute in scripts, is in the scripts section below.)
 # RedisAI hard-codes these names (upper case whatever the client typed), unlike Redis's wrong_arity().
 MODELEXECUTE_ARITY_MSG = "ERR wrong number of arguments for 'AI.MODELEXECUTE' command"
 MODELRUN_ARITY_MSG = "ERR wrong number of arguments for 'AI.MODELRUN' command"
-# A runtime's own exception text (torch), on one line: RedisAI answers the backend's message after ERR.
-BACKEND_ERROR_FMT = "ERR {detail}"
+# A runtime's own exception text, on one line and as it is: RedisAI's backends reply with the message alone
+# (torch's exception text; ONNX Runtime's status message, without the Python binding's
+# "[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : " prefix).
+BACKEND_ERROR_FMT = "{detail}"
 # Ours, not RedisAI's: a TorchScript model whose result is not tensors (or lists/tuples of them).
 MODEL_OUTPUT_TYPE_FMT = "ERR model returned an unsupported output type: {kind}"
 # Ours: an unexpected exception inside a DAG op (a bug or a runtime's non-AIError), answered for that op.

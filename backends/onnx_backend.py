@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import re
 import threading
 import time
 
@@ -19,6 +20,8 @@ from backends import errors as msgs
 from backends.base import RuntimeOptions
 from backends.device import Device
 from backends.errors import AIError
+
+_ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : [A-Z_]+ : ")  # added by the Python binding
 
 
 class Watchdog:
@@ -85,10 +88,17 @@ class OnnxModel:
         try:
             return [np.asarray(out) for out in self._session.run(self._outputs, feed, options)]
         except Exception as exc:
-            raise AIError(" ".join(str(exc).split("\n"))) from exc
+            raise AIError(ort_message(exc)) from exc
         finally:
             if token is not None:
                 self._watchdog.release(token)
+
+
+def ort_message(exc: BaseException) -> str:
+    """ONNX Runtime's own message, as RedisAI replies it (the C API's status message): one line, without the
+    ``[ONNXRuntimeError] : <code> : <NAME> : `` prefix the Python binding adds."""
+    text = " ".join(str(exc).split("\n"))
+    return msgs.BACKEND_ERROR_FMT.format(detail=_ORT_PREFIX.sub("", text, count=1))
 
 
 class OnnxBackend:
@@ -108,7 +118,7 @@ class OnnxBackend:
         try:
             session = ort.InferenceSession(blob, sess_options=session_options, providers=providers)
         except Exception as exc:
-            raise AIError(" ".join(str(exc).split("\n"))) from exc
+            raise AIError(ort_message(exc)) from exc
         return OnnxModel(session, options.execution_timeout_ms, self._watchdog)
 
     @staticmethod
@@ -116,7 +126,7 @@ class OnnxBackend:
         if not device.is_gpu:
             return ["CPUExecutionProvider"]
         if "CUDAExecutionProvider" not in ort.get_available_providers():
-            raise AIError(msgs.MODEL_GPU_NOT_AVAILABLE_FMT.format(backend="ONNX"))
+            raise AIError(msgs.ONNX_GPU_NOT_AVAILABLE_MSG)
         return ["CUDAExecutionProvider", "CPUExecutionProvider"]
 
     def version(self) -> str:

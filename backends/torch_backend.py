@@ -25,7 +25,7 @@ def torch_device(device: Device) -> torch.device:
     if not device.is_gpu:
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        raise AIError(msgs.MODEL_GPU_NOT_AVAILABLE_FMT.format(backend="Torch"))
+        raise AIError(msgs.TORCH_GPU_NOT_AVAILABLE_MSG)
     return torch.device("cuda", device.index or 0)
 
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 Fields = list[tuple[str, object]]
 
 REDISAI_COMPAT_VERSION = "1.2.7"
+RDB_ENCODING_VERSION = 4  # RedisAI 1.2.7's; our values are plain strings and hashes (docs/tensor-format.md)
 _RUNTIME_LABELS: Mapping[str, str] = MappingProxyType({"TORCH": "Torch", "ONNX": "onnxruntime"})
 
 
@@ -36,7 +37,8 @@ def ai_sections(ctx: ServerContext) -> list[str]:
     ai = ctx.ai
     return [
         render("ai_versions", [("ai_RedisAI_version", REDISAI_COMPAT_VERSION), ("ai_low_level_API_version", 1),
-                               ("ai_redisai_server_version", VERSION)]),
+                               ("ai_rdb_version", RDB_ENCODING_VERSION), ("ai_redisai_server_version", VERSION)]),
+        render("ai_git", [("ai_git_sha", f"redisai-server-{VERSION}")]),
         render("ai_load_time_configs", _load_time_configs(ai)),
         render("ai_backends_info", _backends_info(ai)),
         render("ai_cpu", _cpu()),
@@ -127,29 +129,5 @@ def commandstats_lines(ctx: ServerContext) -> list[str]:
     for name, stat in sorted(ctx.stats.commands.items()):
         per_call = stat.usec / stat.calls if stat.calls else 0.0
         lines.append(f"cmdstat_{name.lower()}:calls={stat.calls},usec={stat.usec},usec_per_call={per_call:.2f},"
-                     f"failed_calls={stat.failed}\r\n")
+                     f"failed_calls={stat.failed}")
     return lines
-
-
-def merge_commandstats(store_text: str, ours: list[str]) -> str:
-    """Our lines inside the store's ``# Commandstats`` section (after its header), or a section of their own."""
-    return add_to_section(store_text, "Commandstats", ours, at_start=True)
-
-
-def add_to_section(text: str, title: str, lines: list[str], at_start: bool = False) -> str:
-    """``lines`` (each ending in CR LF) inside the ``# title`` section of an INFO text — right after its header,
-    or at its end — or, when the text has no such section, as a section of their own after the others."""
-    header = f"# {title}\r\n"
-    at = text.find(header)
-    if at < 0:
-        section = header + "".join(lines)
-        return section if not text.strip() else text.rstrip("\r\n") + "\r\n\r\n" + section
-    at += len(header)
-    if not at_start:
-        end = text.find("\r\n\r\n", at - 2)
-        if end < 0:
-            text = text if text.endswith("\r\n") else text + "\r\n"
-            at = len(text)
-        else:
-            at = end + 2
-    return text[:at] + "".join(lines) + text[at:]

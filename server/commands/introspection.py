@@ -7,26 +7,27 @@ import platform
 import resource
 import sys
 import time
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
 from backends.errors import AIError, wrong_arity
 from server.commands.context import REDIS_COMPAT_VERSION, VERSION
-from server.commands.info_ai import add_to_section, ai_sections, commandstats_lines, merge_commandstats
+from server.commands.info_ai import ai_sections, commandstats_lines
+from server.commands.info_text import (
+    merged,
+    module_lines,
+    render,
+    split_sections,
+    store_key,
+    title_of,
+    wanted_sections,
+)
 from server.commands.spec import RELAY, CommandSpec, RelayThen
 from server.protocol.framer import join_aggregate, split_aggregate
 from server.protocol.reply import Status, Verbatim, encode
 
 if TYPE_CHECKING:
     from server.commands.context import Client
-
-OUR_SECTIONS = ("server", "clients", "stats", "ai")
-DEFAULT_SECTIONS = ("server", "clients", "stats", "keyspace")
-# Redis: "all" adds commandstats (and the store's other sections); "everything" adds the modules' (ours: ai).
-_EXPANSIONS = MappingProxyType({"default": DEFAULT_SECTIONS, "all": (*DEFAULT_SECTIONS, "commandstats"),
-                                "everything": (*DEFAULT_SECTIONS, "commandstats", "ai")})
-
 
 def _server_section(client: Client) -> list[tuple[str, object]]:
     ctx = client.ctx
@@ -74,39 +75,38 @@ def _stats_section(client: Client) -> list[tuple[str, object]]:
     ]
 
 
-_SECTION_BUILDERS = {"server": _server_section, "clients": _clients_section, "stats": _stats_section}
-
-
-def _render(title: str, fields: list[tuple[str, object]]) -> str:
-    return f"# {title.capitalize()}\r\n" + "".join(f"{k}:{v}\r\n" for k, v in fields)
-
-
-def _wanted_sections(argv: list[bytes]) -> list[str]:
-    words = [a.decode(errors="replace").lower() for a in argv[1:]] or ["default"]
-    return list(dict.fromkeys(section for word in words for section in _EXPANSIONS.get(word, (word,))))
+_OUR_FIELDS = {"server": _server_section, "clients": _clients_section, "stats": _stats_section}
 
 
 async def cmd_info(client: Client, argv: list[bytes]) -> Any:
-    """INFO [section ...]: server, clients, stats and ai (also under modules) are ours; commandstats merges our
-    commands' lines into the store's; keyspace and any other section come from the store."""
-    wanted = _wanted_sections(argv)
-    parts: list[str] = []
-    store_sections = [w for w in wanted if w not in OUR_SECTIONS]
-    for section in wanted:
-        if section in _SECTION_BUILDERS:
-            parts.append(_render(section, _SECTION_BUILDERS[section](client)))
-    if "ai" in wanted or "modules" in wanted:
-        parts.extend(ai_sections(client.ctx))
-    if store_sections:
-        store_text = await client.ctx.store.info(store_sections)
-        if "commandstats" in wanted:
-            store_text = merge_commandstats(store_text, commandstats_lines(client.ctx))
-        if "memory" in wanted:
-            store_text = add_to_section(store_text, "Memory", [f"{line}\r\n" for line in process_memory_lines()])
-        if store_text.strip():
-            parts.append(store_text.strip("\r\n") + "\r\n")
-    body = "\r\n".join(p.rstrip("\r\n") + "\r\n" for p in parts if p).encode()
+    """INFO [section ...]: Redis 7's sections and groups (default, all, everything), each from the store with
+    our own fields merged in (server/commands/info_text.py); our commands in commandstats; the ``ai`` module
+    in the module list; the ``ai_*`` sections under ``ai``, ``modules`` and ``everything``."""
+    wanted = wanted_sections([a.decode(errors="replace") for a in argv[1:]])
+    asked = list(dict.fromkeys(store_key(s) for s in wanted if s != "ai"))
+    store = split_sections(await client.ctx.store.info(asked)) if asked else {}
+    parts = [part for section in wanted for part in _section(client, section, store)]
+    body = "\r\n".join(parts).encode()
     return Verbatim(body) if client.state.proto == 3 else body
+
+
+def _section(client: Client, section: str, store: dict[str, list[str]]) -> list[str]:
+    """The rendered text(s) of one wanted section (none when neither we nor the store have it)."""
+    if section == "ai":
+        return ai_sections(client.ctx)
+    lines = store.get(store_key(section))
+    if section in ("module_list", "modules"):
+        listed = [render(title_of("module_list"), module_lines(lines or []))]
+        return listed + ai_sections(client.ctx) if section == "modules" else listed
+    if section in _OUR_FIELDS:
+        return [render(title_of(section), merged(lines or [], _OUR_FIELDS[section](client)))]
+    if section == "commandstats":
+        return [render(title_of(section), [*commandstats_lines(client.ctx), *(lines or [])])]
+    if lines is None:
+        return []
+    if section == "memory":
+        lines = [*lines, *process_memory_lines()]
+    return [render(title_of(section), lines)]
 
 
 def process_memory_lines() -> list[str]:
@@ -135,12 +135,12 @@ def cmd_command(client: Client, argv: list[bytes]) -> Any:
     sub = argv[1].upper() if len(argv) > 1 else b""
     if sub == b"":
         ours = [encode(spec.info_reply(), proto) for spec in table.values()]
-        return RelayThen(lambda raw: _append(raw, ours, b"*"))
+        return RelayThen(lambda raw: append_elements(raw, ours, b"*"))
     if sub == b"COUNT":
         return RelayThen(lambda raw: b":%d\r\n" % ((int(raw[1:-2]) if raw[:1] == b":" else 0) + len(table)))
     if sub == b"LIST":
         names = [encode(spec.name.lower(), proto) for spec in table.values()]
-        return RelayThen(lambda raw: _append(raw, names, b"*"))
+        return RelayThen(lambda raw: append_elements(raw, names, b"*"))
     if sub == b"INFO":
         return _command_info(client, argv[2:])
     if sub == b"DOCS":
@@ -154,7 +154,7 @@ def _ours(client: Client, name: bytes) -> CommandSpec | None:
     return client.ctx.commands.get(name.upper().decode(errors="replace"))
 
 
-def _append(raw: bytes, extra: list[bytes], kind: bytes) -> bytes:
+def append_elements(raw: bytes, extra: list[bytes], kind: bytes) -> bytes:
     """Our encoded elements after the store's (an error reply from the store counts as an empty aggregate)."""
     if raw[:1] in (b"-", b"_") or raw.startswith(b"*-1"):
         return join_aggregate(kind, extra)
@@ -189,7 +189,8 @@ def _command_docs(client: Client, names: list[bytes]) -> Any:
     if names and not others:
         return ours
     extra = [encode(part, proto) for key, doc in ours.items() for part in (key, doc)]
-    return RelayThen(lambda raw: _append(raw, extra, b"%" if proto == 3 else b"*"), [b"COMMAND", b"DOCS", *others])
+    kind = b"%" if proto == 3 else b"*"
+    return RelayThen(lambda raw: append_elements(raw, extra, kind), [b"COMMAND", b"DOCS", *others])
 
 
 def _command_getkeys(client: Client, argv: list[bytes]) -> Any:

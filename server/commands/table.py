@@ -10,7 +10,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from server.commands import config, dag, generic, info, introspection, lifecycle, model, script, tensor
+from server.commands import (
+    config,
+    dag,
+    generic,
+    info,
+    introspection,
+    lifecycle,
+    model,
+    modules,
+    script,
+    tensor,
+)
 from server.commands.spec import CommandSpec, ai_command, command
 
 _CONNECTION = "connection"
@@ -48,6 +59,9 @@ COMMAND_TABLE: Mapping[str, CommandSpec] = MappingProxyType({
         command("SHUTDOWN", lifecycle.cmd_shutdown, arity=-1, flags=("admin", "noscript", "loading", "stale"),
                 group=_SERVER, summary="Stops this server gracefully (and the embedded store with it).",
                 usage="SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]"),
+        command("MODULE", modules.cmd_module, arity=-2, flags=("admin", "noscript"), group=_SERVER,
+                summary="MODULE LIST shows RedisAI's module, ai; other subcommands are the store's.",
+                usage="MODULE LIST | HELP | LOAD path [arg ...] | LOADEX path ... | UNLOAD name"),
         command("COMMAND", introspection.cmd_command, arity=-1, flags=("loading", "stale"), group=_SERVER,
                 summary="Details about commands: ours and the store's.",
                 usage="COMMAND [COUNT | INFO name ... | DOCS [name ...] | GETKEYS cmd args ... | LIST]"),

@@ -118,8 +118,9 @@ class Transaction:
             raise wrong_arity(argv[0].decode(errors="replace"))
         if spec.ai:
             return self.substitutions.queue(spec.name, argv, self._state.proto)
-        if spec.name == "HELLO" or (spec.name == "CLIENT" and argv[1].upper() in (b"REPLY", b"UNBLOCK")):
-            words = argv[:2 if spec.name == "CLIENT" else 1]
+        if (spec.name in ("HELLO", "MODULE")
+                or (spec.name == "CLIENT" and argv[1].upper() in (b"REPLY", b"UNBLOCK"))):
+            words = argv[:1 if spec.name == "HELLO" else 2]
             raise AIError(msgs.NOT_QUEUEABLE_FMT.format(cmd=b" ".join(words).decode(errors="replace").upper()))
         if spec.name == "SELECT":
             index = parse_strict_int(argv[1])

@@ -230,3 +230,21 @@ def test_small_models_run_inline_with_the_same_results(inline_op_us: int) -> Non
         assert info[b"calls"] == 20 and info[b"errors"] == 0
         inline_runs = conn.info("ai")["ai_inline_runs"]
         assert (inline_runs > 0) if inline_op_us else (inline_runs == 0)
+
+
+def _wire_error(server: RunningServer, *words: bytes) -> bytes:
+    """The exact error line a command gets on the wire (redis-py drops a leading ``ERR ``)."""
+    raw = server.raw()
+    raw.send(b"*%d\r\n" % len(words) + b"".join(b"$%d\r\n%s\r\n" % (len(w), w) for w in words))
+    return raw.read_until(b"\r\n").split(b"\r\n")[0]
+
+
+def test_backend_errors_are_redisais_texts_byte_for_byte(server: RunningServer) -> None:
+    onnx = _wire_error(server, b"AI.MODELSTORE", b"bad", b"ONNX", b"CPU", b"BLOB", b"\x00\x01junk")
+    assert onnx == b"-Failed to load model because protobuf parsing failed."  # ORT's message, no binding prefix
+    torch = _wire_error(server, b"AI.MODELSTORE", b"bad", b"TORCH", b"CPU", b"BLOB", b"garbage")
+    assert torch.startswith(b"-") and not torch.startswith((b"-ERR ", b"-[")), torch  # torch's own text
+    gpu = _wire_error(server, b"AI.MODELSTORE", b"g", b"TORCH", b"GPU:0", b"BLOB", models.torch_add())
+    assert gpu == b"-GPU requested but Torch couldn't find CUDA"
+    onnx_gpu = _wire_error(server, b"AI.MODELSTORE", b"g", b"ONNX", b"GPU", b"BLOB", models.onnx_add())
+    assert onnx_gpu == b"-ERR GPU requested but ONNX couldn't find CUDA"

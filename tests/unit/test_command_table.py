@@ -46,6 +46,7 @@ def _argvs(*lines: str) -> list[list[bytes]]:
 SAMPLES: dict[str, list[list[bytes]]] = {
     "PING": _argvs("PING", "PING hello"),
     "ECHO": _argvs("ECHO hello"),
+    "MODULE": _argvs("MODULE LIST", "MODULE HELP", "MODULE LOAD /x.so"),
     "QUIT": _argvs("QUIT"),
     "AUTH": _argvs(f"AUTH {PASSWORD}", f"AUTH default {PASSWORD}", "AUTH wrong"),
     "HELLO": _argvs("HELLO", "HELLO 3", f"HELLO 2 AUTH default {PASSWORD} SETNAME me", "HELLO 4"),

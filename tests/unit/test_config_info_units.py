@@ -10,7 +10,8 @@ from backends.errors import AIError
 from backends.registry import BackendRegistry, default_backends_path
 from server.ai.state import AIState
 from server.commands.config import ConfigRequest, parse_config
-from server.commands.info_ai import merge_commandstats, queue_field_name
+from server.commands.info_ai import queue_field_name
+from server.commands.info_text import merged, module_lines, split_sections, wanted_sections
 from server.config import Config, ConfigError, load_config
 
 
@@ -53,14 +54,26 @@ def test_registry_reports_available_without_loading() -> None:
     assert set(registry.available()) == {"TORCH", "ONNX"} and registry.loaded() == {}
 
 
-def test_merge_commandstats() -> None:
-    ours = ["cmdstat_ai.info:calls=1,usec=2,usec_per_call=2.00,failed_calls=0\r\n"]
-    store = "# Commandstats\r\ncmdstat_get:calls=1,usec=1,usec_per_call=1.00,rejected_calls=0,failed_calls=0\r\n"
-    merged = merge_commandstats(store, ours)
-    assert merged.startswith("# Commandstats\r\ncmdstat_ai.info:") and merged.endswith("failed_calls=0\r\n")
-    assert merged.count("# Commandstats") == 1
-    assert merge_commandstats("", ours) == "# Commandstats\r\n" + ours[0]
-    assert merge_commandstats("# Keyspace\r\ndb0:keys=1\r\n", ours).endswith("\r\n\r\n# Commandstats\r\n" + ours[0])
+def test_info_groups_follow_redis() -> None:
+    assert wanted_sections([])[:3] == ["server", "clients", "memory"] and "module_list" in wanted_sections([])
+    everything = wanted_sections(["everything"])
+    assert everything.index("module_list") < everything.index("keyspace") and everything[-1] == "ai"
+    assert wanted_sections(["ai", "modules"]) == ["ai", "module_list"]
+    assert wanted_sections(["Memory", "memory"]) == ["memory"]
+
+
+def test_our_fields_replace_the_stores_and_the_rest_stay() -> None:
+    store = ["redis_version:7.2.4", "process_id:1", "used_cpu_sys:0.1"]
+    assert merged(store, [("process_id", 42), ("backing_store", "x")]) == [
+        "redis_version:7.2.4", "process_id:42", "used_cpu_sys:0.1", "backing_store:x"]
+
+
+def test_the_stores_text_splits_into_sections_and_the_ai_module_is_listed_first() -> None:
+    text = "# Server\r\nredis_version:7\r\n\r\n# Modules\r\nmodule:name=search,ver=1\r\n"
+    sections = split_sections(text)
+    assert sections == {"server": ["redis_version:7"], "modules": ["module:name=search,ver=1"]}
+    assert module_lines(sections["modules"])[0].startswith("module:name=ai,ver=10207,")
+    assert module_lines(sections["modules"])[1] == "module:name=search,ver=1"
 
 
 def test_queue_field_names_have_no_colon() -> None:
