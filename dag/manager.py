@@ -37,6 +37,14 @@ class QueueManager:
                 self.queues[name] = queue
             return self.queues[name]
 
+    def thread_cpu_seconds(self) -> list[tuple[str, list[float]]]:
+        """CPU seconds of each worker thread, by device (INFO ai_cpu); a thread that has ended counts 0."""
+        by_device: dict[str, list[float]] = {}
+        for thread in list(self._threads):
+            device = thread.name.removeprefix("worker-").rsplit("-", 1)[0]
+            by_device.setdefault(device, []).append(_thread_cpu(thread))
+        return sorted(by_device.items())
+
     def submit(self, run: RunInfo) -> None:
         """Fan the run out: one ticket per device, appended to the tail of that device's queue."""
         tickets = make_tickets(run, per_step=self.threads_per_queue > 1)
@@ -54,3 +62,10 @@ class QueueManager:
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(deadline - time.monotonic(), 0.0))
+
+
+def _thread_cpu(thread: threading.Thread) -> float:
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(thread.ident or 0))
+    except (OSError, OverflowError):
+        return 0.0

@@ -70,22 +70,37 @@ def client(server: RunningServer) -> Iterator[redis.Redis]:
     conn.close()
 
 
-CLIENT_VENV = Path(__file__).resolve().parents[1] / ".clients" / "redisai-venv"
-REQUIREMENTS = ("redisai==1.3.0", "numpy<2")
+CLIENTS = Path(__file__).resolve().parents[1] / ".clients"
+REDISAI_REQUIREMENTS = ("redisai==1.3.0", "numpy<2")
+SMARTREDIS_REQUIREMENTS = ("smartredis==0.6.1", "numpy==1.26.4")  # smartredis 0.6.1 needs numpy<2
+
+
+def _client_venv(name: str, requirements: tuple[str, ...]) -> Path:
+    """The interpreter of the virtualenv .clients/NAME holding ``requirements``: made once and kept (remade when
+    the requirements change)."""
+    venv = CLIENTS / name
+    python = venv / "bin" / "python"
+    marker = venv / ".installed"
+    wanted = " ".join(requirements)
+    if not marker.exists() or marker.read_text() != wanted:
+        shutil.rmtree(venv, ignore_errors=True)
+        CLIENTS.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        *requirements], check=True, timeout=900)
+        marker.write_text(wanted)
+    return python
 
 
 @pytest.fixture(scope="session")
 def redisai_python() -> Path:
     """The ``redisai`` client's own interpreter (redisai 1.3.0 pins redis 4.x and numpy<2, which this
     project's environment does not have); the virtualenv .clients/redisai-venv is made once and kept."""
-    python = CLIENT_VENV / "bin" / "python"
-    marker = CLIENT_VENV / ".installed"
-    wanted = " ".join(REQUIREMENTS)
-    if not marker.exists() or marker.read_text() != wanted:
-        shutil.rmtree(CLIENT_VENV, ignore_errors=True)
-        CLIENT_VENV.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "venv", str(CLIENT_VENV)], check=True, timeout=300)
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        *REQUIREMENTS], check=True, timeout=900)
-        marker.write_text(wanted)
-    return python
+    return _client_venv("redisai-venv", REDISAI_REQUIREMENTS)
+
+
+@pytest.fixture(scope="session")
+def smartredis_python() -> Path:
+    """SmartSim's ``smartredis`` client (0.6.1: a compiled C++ client, numpy<2) in its own virtualenv,
+    .clients/smartredis-venv, made once and kept. No torch there: set_function only sends a function's source."""
+    return _client_venv("smartredis-venv", SMARTREDIS_REQUIREMENTS)

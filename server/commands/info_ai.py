@@ -32,8 +32,8 @@ def render(title: str, fields: Fields) -> str:
     return f"# {title}\r\n" + "".join(f"{key}:{value}\r\n" for key, value in fields)
 
 
-def ai_sections(ctx: ServerContext) -> list[str]:
-    """Every ``# ai_*`` section, rendered."""
+def ai_sections(ctx: ServerContext, stored: tuple[int, int]) -> list[str]:
+    """Every ``# ai_*`` section, rendered; ``stored``: the models and scripts in the caller's database."""
     ai = ctx.ai
     return [
         render("ai_versions", [("ai_RedisAI_version", REDISAI_COMPAT_VERSION), ("ai_low_level_API_version", 1),
@@ -41,9 +41,9 @@ def ai_sections(ctx: ServerContext) -> list[str]:
         render("ai_git", [("ai_git_sha", f"redisai-server-{VERSION}")]),
         render("ai_load_time_configs", _load_time_configs(ai)),
         render("ai_backends_info", _backends_info(ai)),
-        render("ai_cpu", _cpu()),
+        render("ai_cpu", _cpu(ai)),
         render("ai_queues", _queues(ai)),
-        render("ai_runs", _runs(ai)),
+        render("ai_runs", _runs(ai, stored)),
         render("ai_cache", _cache(ctx)),
     ]
 
@@ -76,9 +76,19 @@ def _backends_info(ai: AIState) -> Fields:
     return fields
 
 
-def _cpu() -> Fields:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return [("ai_self_used_cpu_sys", f"{usage.ru_stime:.6f}"), ("ai_self_used_cpu_user", f"{usage.ru_utime:.6f}")]
+def _cpu(ai: AIState) -> Fields:
+    """RedisAI's ai_cpu fields: the process, its children (the embedded store is one once it has ended and
+    been reaped), the main (event-loop) thread — INFO runs on it — and each device worker thread."""
+    fields: Fields = []
+    for label, who in (("self", resource.RUSAGE_SELF), ("children", resource.RUSAGE_CHILDREN),
+                       ("main_thread", resource.RUSAGE_THREAD)):
+        usage = resource.getrusage(who)
+        fields += [(f"ai_{label}_used_cpu_sys", f"{usage.ru_stime:.6f}"),
+                   (f"ai_{label}_used_cpu_user", f"{usage.ru_utime:.6f}")]
+    for device, seconds in ai.queues.thread_cpu_seconds():
+        fields += [(f"{queue_field_name(device)}_bthread_n{i}_used_cpu_total", f"{cpu:.6f}")
+                   for i, cpu in enumerate(seconds, start=1)]
+    return fields
 
 
 def queue_field_name(device: str) -> str:
@@ -105,11 +115,10 @@ def _queues(ai: AIState) -> Fields:
     return fields
 
 
-def _runs(ai: AIState) -> Fields:
-    records = list(ai.stats.values())
+def _runs(ai: AIState, stored: tuple[int, int]) -> Fields:
     return [
-        ("ai_models", sum(1 for r in records if r.kind == "MODEL")),
-        ("ai_scripts", sum(1 for r in records if r.kind == "SCRIPT")),
+        ("ai_models", stored[0]),
+        ("ai_scripts", stored[1]),
         ("ai_runs", ai.runs),
         ("ai_run_errors", ai.run_errors),
         ("ai_inline_runs", ai.inline.inline_runs),

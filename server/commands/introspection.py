@@ -23,6 +23,7 @@ from server.commands.info_text import (
     wanted_sections,
 )
 from server.commands.spec import RELAY, CommandSpec, RelayThen
+from server.commands.stored import count_stored
 from server.protocol.framer import join_aggregate, split_aggregate
 from server.protocol.reply import Status, Verbatim, encode
 
@@ -75,6 +76,9 @@ def _stats_section(client: Client) -> list[tuple[str, object]]:
     ]
 
 
+# The store process's own executable, config file and listeners (the embedded store's private socket) say
+# nothing about this server: left out of its Server section.
+_STORE_PROCESS_FIELDS = ("executable:", "config_file:", "listener")
 _OUR_FIELDS = {"server": _server_section, "clients": _clients_section, "stats": _stats_section}
 
 
@@ -85,21 +89,23 @@ async def cmd_info(client: Client, argv: list[bytes]) -> Any:
     wanted = wanted_sections([a.decode(errors="replace") for a in argv[1:]])
     asked = list(dict.fromkeys(store_key(s) for s in wanted if s != "ai"))
     store = split_sections(await client.ctx.store.info(asked)) if asked else {}
-    parts = [part for section in wanted for part in _section(client, section, store)]
+    stored = await count_stored(client.keyspace()) if {"ai", "modules"} & set(wanted) else (0, 0)
+    parts = [part for section in wanted for part in _section(client, section, store, stored)]
     body = "\r\n".join(parts).encode()
     return Verbatim(body) if client.state.proto == 3 else body
 
 
-def _section(client: Client, section: str, store: dict[str, list[str]]) -> list[str]:
+def _section(client: Client, section: str, store: dict[str, list[str]], stored: tuple[int, int]) -> list[str]:
     """The rendered text(s) of one wanted section (none when neither we nor the store have it)."""
     if section == "ai":
-        return ai_sections(client.ctx)
+        return ai_sections(client.ctx, stored)
     lines = store.get(store_key(section))
     if section in ("module_list", "modules"):
         listed = [render(title_of("module_list"), module_lines(lines or []))]
-        return listed + ai_sections(client.ctx) if section == "modules" else listed
+        return listed + ai_sections(client.ctx, stored) if section == "modules" else listed
     if section in _OUR_FIELDS:
-        return [render(title_of(section), merged(lines or [], _OUR_FIELDS[section](client)))]
+        theirs = [line for line in lines or [] if not line.startswith(_STORE_PROCESS_FIELDS)]
+        return [render(title_of(section), merged(theirs, _OUR_FIELDS[section](client)))]
     if section == "commandstats":
         return [render(title_of(section), [*commandstats_lines(client.ctx), *(lines or [])])]
     if lines is None:

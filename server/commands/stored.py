@@ -6,7 +6,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from backends.errors import AIError, wrong_arity
-from backends.objects import MARKER_FIELD
+from backends.objects import MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
 from server.protocol.reply import OK
 from server.store.atomic import DELETE_OBJECT, STATS_PREFIX, stats_key
 from server.store.keyspace import Keyspace
@@ -41,6 +41,15 @@ async def scan_stored(client: Client, argv: list[bytes], marker: bytes) -> Any:
     tags = await keyspace.pipeline([(b"HMGET", name, MARKER_FIELD, b"tag") for name in names])
     return [[name, found[1]] for name, found in zip(names, tags, strict=True)
             if isinstance(found, list) and found[0] == marker]
+
+
+async def count_stored(keyspace: Keyspace) -> tuple[int, int]:
+    """How many models and scripts this database holds (INFO ai_models / ai_scripts), from their counters in
+    the store and a check that each key still holds such an object: DEL, FLUSHDB or another server's
+    writes are followed, as in the scans."""
+    names = await _stats_names(keyspace)
+    markers = await keyspace.pipeline([(b"HGET", name, MARKER_FIELD) for name in names]) if names else []
+    return markers.count(MODEL_MARKER), markers.count(SCRIPT_MARKER)
 
 
 async def _stats_names(keyspace: Keyspace) -> list[bytes]:
