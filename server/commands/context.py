@@ -46,6 +46,7 @@ class ServerContext:
     pid: int = field(default_factory=os.getpid)
     shutting_down: bool = False
     tcp_port: int = 0
+    shared_relay_paused_until: float = 0.0  # CLIENT PAUSE … WRITE: no shared relay until then (monotonic)
     request_shutdown: Callable[[], None] = field(default=lambda: None)  # Server.stop, set when it is built
     _client_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _keyspaces: dict[int, Keyspace] = field(default_factory=dict)

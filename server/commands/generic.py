@@ -13,7 +13,7 @@ from backends.errors import AIError, wrong_arity
 from backends.objects import MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
 from backends.tensor import HEADER_SIZE, looks_like_tensor
 from server.commands.context import DATABASES, REDIS_COMPAT_VERSION, VERSION
-from server.commands.spec import RELAY
+from server.commands.spec import RELAY, RelayThen
 from server.protocol.reply import OK, Status
 from server.protocol.request import parse_strict_int
 from server.store.keyspace import status_text
@@ -95,8 +95,15 @@ def cmd_select(client: Client, argv: list[bytes]) -> Any:
         raise AIError(msgs.NOT_INTEGER_MSG)
     if not 0 <= index < DATABASES:
         raise AIError(msgs.DB_INDEX_MSG)
-    client.state.db = index
-    return RELAY
+    state, previous = client.state, client.state.db
+    state.db = index  # at once: what is pipelined behind it goes to the new database, as on the store side
+
+    def undo_if_refused(raw: bytes) -> bytes:
+        if raw[:1] == b"-":  # the store refused it (e.g. unreachable): the client is still where it was
+            state.db = previous
+        return raw
+
+    return RelayThen(undo_if_refused)
 
 
 def cmd_reset(client: Client, argv: list[bytes]) -> Any:
@@ -144,7 +151,7 @@ def _valid_client_name(name: bytes) -> str:
 
 
 def cmd_client(client: Client, argv: list[bytes]) -> Any:
-    """CLIENT SETNAME|GETNAME|SETINFO|ID|INFO|LIST|KILL ... (others are relayed to the store)."""
+    """CLIENT SETNAME|GETNAME|SETINFO|ID|INFO|LIST|KILL|PAUSE|UNPAUSE ... (others are relayed to the store)."""
     sub = argv[1].upper()
     handler = _CLIENT_SUBCOMMANDS.get(sub)
     if handler is None:
@@ -272,7 +279,24 @@ def _client_tracking(client: Client, argv: list[bytes]) -> Any:
     return RELAY
 
 
+def _client_pause(client: Client, argv: list[bytes]) -> Any:
+    """CLIENT PAUSE timeout [WRITE | ALL]: relayed. A WRITE pause blocks writes only, but a paused write on the
+    shared relay would hold every client's reads behind it, so until the pause ends session-less clients use
+    sessions of their own (server/frontend/relay.py)."""
+    timeout = parse_strict_int(argv[2]) if len(argv) > 2 else None
+    if timeout is not None and timeout >= 0 and len(argv) > 3 and argv[3].upper() == b"WRITE":
+        client.ctx.shared_relay_paused_until = time.monotonic() + timeout / 1000
+    return RELAY
+
+
+def _client_unpause(client: Client, argv: list[bytes]) -> Any:
+    client.ctx.shared_relay_paused_until = 0.0
+    return RELAY
+
+
 _CLIENT_SUBCOMMANDS = {
+    b"PAUSE": _client_pause,
+    b"UNPAUSE": _client_unpause,
     b"REPLY": _client_reply,
     b"UNBLOCK": _client_refused,
     b"TRACKING": _client_tracking,

@@ -26,21 +26,25 @@ GROUPS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "all": (*DEFAULT_SECTIONS, "commandstats", "latencystats"),
     "everything": (*DEFAULT_SECTIONS, "commandstats", "latencystats", "modules"),
 })
+# Redis 7's order of its sections (server.c genRedisInfoString), whatever order a request names them in.
+ORDER = ("server", "clients", "memory", "persistence", "stats", "replication", "cpu", "module_list", "commandstats",
+         "errorstats", "latencystats", "cluster", "keyspace")
 # Our sections; "module_list" and "modules" are titled "# Modules" (modules adds the modules' own sections).
 _TITLES: Mapping[str, str] = MappingProxyType({"module_list": "modules", "cpu": "cpu"})
 
 
 def wanted_sections(words: Sequence[str]) -> list[str]:
-    """The sections INFO ``words`` asks for, in order, each once. ``modules`` is the module list and the
-    modules' own sections; with ``module_list`` also asked for (``everything``), the list stays in its place
-    and only the ``ai_*`` sections come where ``modules`` is, at the end, as Redis orders them."""
+    """The sections INFO ``words`` asks for, each once, in Redis 7's order whatever the order asked
+    (``ORDER``; sections we do not know keep the order asked), the modules' own sections last: ``ai`` for all
+    of them, or the ``ai_*`` sections named. ``modules`` is the module list and the modules' sections."""
     names = [word.lower() for word in words] or ["default"]
-    wanted = list(dict.fromkeys(section for name in names for section in GROUPS.get(name, (name,))))
-    if "modules" in wanted and "module_list" in wanted:
-        wanted[wanted.index("modules")] = "ai"
-    elif "modules" in wanted and "ai" in wanted:  # the ai_* sections once
-        wanted[wanted.index("modules")] = "module_list"
-    return list(dict.fromkeys(wanted))
+    asked = list(dict.fromkeys(section for name in names for section in GROUPS.get(name, (name,))))
+    if "modules" in asked:
+        asked = [s for s in asked if s != "modules"] + ["module_list", "ai"]
+    known = [section for section in ORDER if section in asked]
+    others = [s for s in dict.fromkeys(asked) if s not in ORDER and s != "ai" and not s.startswith("ai_")]
+    ai = ["ai"] if "ai" in asked else [s for s in dict.fromkeys(asked) if s.startswith("ai_")]
+    return known + others + ai
 
 
 def split_sections(text: str) -> dict[str, list[str]]:

@@ -87,9 +87,9 @@ async def cmd_info(client: Client, argv: list[bytes]) -> Any:
     our own fields merged in (server/commands/info_text.py); our commands in commandstats; the ``ai`` module
     in the module list; the ``ai_*`` sections under ``ai``, ``modules`` and ``everything``."""
     wanted = wanted_sections([a.decode(errors="replace") for a in argv[1:]])
-    asked = list(dict.fromkeys(store_key(s) for s in wanted if s != "ai"))
+    asked = list(dict.fromkeys(store_key(s) for s in wanted if s != "ai" and not s.startswith("ai_")))
     store = split_sections(await client.ctx.store.info(asked)) if asked else {}
-    stored = await count_stored(client.keyspace()) if {"ai", "modules"} & set(wanted) else (0, 0)
+    stored = await count_stored(client.keyspace()) if {"ai", "ai_runs"} & set(wanted) else (0, 0)
     parts = [part for section in wanted for part in _section(client, section, store, stored)]
     body = "\r\n".join(parts).encode()
     return Verbatim(body) if client.state.proto == 3 else body
@@ -97,17 +97,18 @@ async def cmd_info(client: Client, argv: list[bytes]) -> Any:
 
 def _section(client: Client, section: str, store: dict[str, list[str]], stored: tuple[int, int]) -> list[str]:
     """The rendered text(s) of one wanted section (none when neither we nor the store have it)."""
-    if section == "ai":
-        return ai_sections(client.ctx, stored)
+    if section == "ai" or section.startswith("ai_"):  # all of the module's sections, or the one named
+        return [text for text in ai_sections(client.ctx, stored)
+                if section == "ai" or text.startswith(f"# {section}\r\n")]
     lines = store.get(store_key(section))
-    if section in ("module_list", "modules"):
-        listed = [render(title_of("module_list"), module_lines(lines or []))]
-        return listed + ai_sections(client.ctx, stored) if section == "modules" else listed
+    if section == "module_list":
+        return [render(title_of(section), module_lines(lines or []))]
     if section in _OUR_FIELDS:
         theirs = [line for line in lines or [] if not line.startswith(_STORE_PROCESS_FIELDS)]
         return [render(title_of(section), merged(theirs, _OUR_FIELDS[section](client)))]
-    if section == "commandstats":
-        return [render(title_of(section), [*commandstats_lines(client.ctx), *(lines or [])])]
+    if section == "commandstats":  # the store's lines, ours in place of a command both count (PING, SELECT …)
+        ours = [tuple(line.split(":", 1)) for line in commandstats_lines(client.ctx)]
+        return [render(title_of(section), merged(lines or [], [(key, value) for key, value in ours]))]
     if lines is None:
         return []
     if section == "memory":

@@ -8,7 +8,6 @@ tools find the commands they expect. Every other MODULE subcommand is the store'
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
@@ -41,4 +40,4 @@ def cmd_module(client: Client, argv: list[bytes]) -> Any:
 def ai_module_entry() -> dict[bytes, Any]:
     """One MODULE LIST entry, as Redis 7 gives it (a map in RESP3, a flat array in RESP2)."""
     return {b"name": MODULE_NAME.encode(), b"ver": MODULE_VERSION,
-            b"path": str(Path(__file__).resolve().parents[1]).encode(), b"args": []}
+            b"path": b"builtin", b"args": []}  # as HELLO's modules entry says: no module file to load

@@ -10,6 +10,7 @@ client's shared-relay replies are in, since the two are different store connecti
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from backends import errors as msgs
@@ -66,7 +67,8 @@ class Relay:
         """A stateless data command of a client without a session of its own, in RESP2 (the shared relay's)."""
         state = self._state
         return (spec is None and self.session is None and state.proto == 2 and not state.in_multi
-                and not state.used_pubsub and argv[0].lower() in STATELESS_COMMANDS)
+                and not state.used_pubsub and argv[0].lower() in STATELESS_COMMANDS
+                and time.monotonic() >= self._ctx.shared_relay_paused_until)
 
     def send(self, argv: list[bytes], slot: ReplySlot, outcome: Any) -> bool:
         """Relay ``argv`` as a handler's ``outcome`` says (False: the outcome is a reply, not a relay)."""

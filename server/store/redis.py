@@ -73,10 +73,10 @@ class RedisSession:
         try:
             upstream = await open_upstream(self._address, FrameReader(), self._address.db, self._on_lost)
         except (OSError, ConnectionError) as exc:
+            self._connecting = None  # first: the failure replies let clients send more, which must connect anew
             self._fail_all(str(exc))
             return
-        finally:
-            self._connecting = None
+        self._connecting = None
         if self._closed:
             upstream.close()
             return
@@ -206,18 +206,21 @@ class SharedRelay:
             self._connecting = asyncio.get_running_loop().create_task(self._connect())
 
     def _flush(self) -> None:
+        """Write what this loop iteration queued — only to a live connection: commands queued while it is
+        being made stay queued for it (their slots wait in order in the FIFO)."""
+        if self._upstream is None or not self._outbox:
+            return
         data, self._outbox = b"".join(self._outbox), []
-        if data and self._upstream is not None:
-            self._upstream.write(data)
+        self._upstream.write(data)
 
     async def _connect(self) -> None:
         try:
             upstream = await open_upstream(self._address, FrameReader(), self._db, self._on_lost)
         except (OSError, ConnectionError) as exc:
+            self._connecting = None  # first: the failure replies let clients send more, which must connect anew
             self._fail_all(str(exc))
             return
-        finally:
-            self._connecting = None
+        self._connecting = None
         upstream.on_reply = self._on_frame
         upstream._on_batch_end = self._flush_answered
         self._upstream = upstream

@@ -58,7 +58,8 @@ def test_info_groups_follow_redis() -> None:
     assert wanted_sections([])[:3] == ["server", "clients", "memory"] and "module_list" in wanted_sections([])
     everything = wanted_sections(["everything"])
     assert everything.index("module_list") < everything.index("keyspace") and everything[-1] == "ai"
-    assert wanted_sections(["ai", "modules"]) == ["ai", "module_list"]
+    assert wanted_sections(["ai", "modules"]) == ["module_list", "ai"]
+    assert wanted_sections(["keyspace", "server", "ai_cpu"]) == ["server", "keyspace", "ai_cpu"]
     assert wanted_sections(["Memory", "memory"]) == ["memory"]
 
 
