@@ -50,7 +50,7 @@ class ReplyQueue:
 
     def outstanding(self) -> bool:
         """Some slot is still unanswered (a relayed reply, or a run, still on its way)."""
-        return any(not slot.done for slot in self._slots)
+        return bool(self._slots) and any(not slot.done for slot in self._slots)
 
     def ready(self) -> bytes:
         """The bytes of every answered slot at the head, removed from the queue (b"" when none)."""

@@ -97,8 +97,14 @@ class RequestParser:
         return bytes(view[skipped:])
 
     def next_command(self) -> list[bytes] | None:
-        if self._ready or (self._pending < 0 and self.authenticated and self._fast_parse()):
+        if self._ready:
             return self._ready.popleft()
+        if self._pending < 0:
+            if self._pos >= len(self._buf):  # all consumed (the usual end of a read): nothing to parse
+                self._compact()
+                return None
+            if self.authenticated and self._fast_parse():
+                return self._ready.popleft()
         return self._next_slow()
 
     def _next_slow(self) -> list[bytes] | None:
