@@ -115,8 +115,9 @@ def cmd_reset(client: Client, argv: list[bytes]) -> Any:
     state.name = ""
     state.in_multi = state.used_pubsub = False
     state.pending_db = None
+    if state.reply_mode == "off":  # RESET answers after CLIENT REPLY OFF, which it clears; right after a SKIP,
+        client.show_current_reply(True)  # it is the skipped command (Redis keeps that flag): no reply
     state.reply_mode = "on"
-    client.show_current_reply(True)  # RESET answers even after CLIENT REPLY OFF
     state.proto = 2
     state.authenticated = not client.ctx.config.requirepass
     return Status("RESET")
@@ -263,6 +264,8 @@ def _client_reply(client: Client, argv: list[bytes]) -> Any:
     mode = argv[2].lower()
     if mode not in (b"on", b"off", b"skip"):
         raise AIError(msgs.SYNTAX_MSG)
+    if mode == b"skip" and client.state.reply_mode == "off":
+        return OK  # as Redis: SKIP while replies are off is ignored (they stay off), and this reply is dropped
     client.state.reply_mode = mode.decode()
     client.show_current_reply(mode == b"on")
     return OK

@@ -178,6 +178,16 @@ def test_client_reply_off_runs_commands_without_replies() -> None:
     assert transport.take() == b"+OK\r\n$5\r\nquiet\r\n"
 
 
+def test_client_reply_skip_is_ignored_while_replies_are_off_and_reset_follows_redis() -> None:
+    connection, transport, _ = _connect()
+    connection.data_received(_command(b"CLIENT", b"REPLY", b"OFF") + _command(b"CLIENT", b"REPLY", b"SKIP")
+                             + _command(b"PING") + _command(b"PING"))
+    assert transport.take() == b""  # still off after the SKIP
+    connection.data_received(_command(b"RESET") + _command(b"CLIENT", b"REPLY", b"SKIP") + _command(b"RESET")
+                             + _command(b"PING"))
+    assert transport.take() == b"+RESET\r\n+PONG\r\n"  # RESET clears OFF and answers; a skipped RESET does not
+
+
 def test_a_protocol_error_is_answered_after_earlier_replies_then_the_connection_closes() -> None:
     connection, transport, _ = _connect()
     connection.data_received(_command(b"PING") + b"*1\r\n$x\r\n" + _command(b"PING"))
