@@ -30,7 +30,7 @@ GROUPS: Mapping[str, tuple[str, ...]] = MappingProxyType({
 ORDER = ("server", "clients", "memory", "persistence", "stats", "replication", "cpu", "module_list", "commandstats",
          "errorstats", "latencystats", "cluster", "keyspace")
 # Our sections; "module_list" and "modules" are titled "# Modules" (modules adds the modules' own sections).
-_TITLES: Mapping[str, str] = MappingProxyType({"module_list": "modules", "cpu": "cpu"})
+_TITLES: Mapping[str, str] = MappingProxyType({"module_list": "modules"})
 
 
 def wanted_sections(words: Sequence[str]) -> list[str]:

@@ -107,8 +107,9 @@ def _section(client: Client, section: str, store: dict[str, list[str]], stored: 
         theirs = [line for line in lines or [] if not line.startswith(_STORE_PROCESS_FIELDS)]
         return [render(title_of(section), merged(theirs, _OUR_FIELDS[section](client)))]
     if section == "commandstats":  # the store's lines, ours in place of a command both count (PING, SELECT …)
-        ours = [tuple(line.split(":", 1)) for line in commandstats_lines(client.ctx)]
-        return [render(title_of(section), merged(lines or [], [(key, value) for key, value in ours]))]
+        ours: list[tuple[str, object]] = [(key, value) for key, _, value in
+                                          (line.partition(":") for line in commandstats_lines(client.ctx))]
+        return [render(title_of(section), merged(lines or [], ours))]
     if lines is None:
         return []
     if section == "memory":

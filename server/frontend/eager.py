@@ -16,21 +16,20 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Protocol
 
 # How a driven coroutine ended: (its result, None) or (None, the exception it raised, CancelledError too).
 OnDone = Callable[[Any, BaseException | None], None]
 
 
-class Cancellable:
+class Cancellable(Protocol):
     """What the caller keeps of a coroutine still running: something to cancel when its client goes away."""
 
     def cancel(self) -> object:
         """Cancel the coroutine at the await it is suspended in."""
-        raise NotImplementedError
 
 
-class Driven(Cancellable):
+class Driven:
     """A suspended coroutine driven by the done-callbacks of the futures it awaits (no Task)."""
 
     __slots__ = ("_coro", "_on_done", "_pending", "_throw")
@@ -85,7 +84,7 @@ class Driven(Cancellable):
         return True
 
 
-class _TaskRunning(Cancellable):
+class _TaskRunning:
     __slots__ = ("_task",)
 
     def __init__(self, task: asyncio.Task[Any], on_done: OnDone) -> None:

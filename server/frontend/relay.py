@@ -68,7 +68,12 @@ class Relay:
         state = self._state
         return (spec is None and self.session is None and state.proto == 2 and not state.in_multi
                 and not state.used_pubsub and argv[0].lower() in STATELESS_COMMANDS
-                and time.monotonic() >= self._ctx.shared_relay_paused_until)
+                and self._not_paused())
+
+    def _not_paused(self) -> bool:
+        """No CLIENT PAUSE … WRITE in force (the clock is read only while one was sent)."""
+        until = self._ctx.shared_relay_paused_until
+        return not until or time.monotonic() >= until
 
     def send(self, argv: list[bytes], slot: ReplySlot, outcome: Any) -> bool:
         """Relay ``argv`` as a handler's ``outcome`` says (False: the outcome is a reply, not a relay)."""
