@@ -19,6 +19,7 @@ from server.commands.table import COMMAND_TABLE
 from server.config import Config
 from server.frontend.connection import ClientConnection
 from server.ops.metrics import Metrics, ObservedServer
+from server.store.cluster import ClusterStore
 from server.store.embedded import EmbeddedStore
 from server.store.redis import RedisStore
 from server.store.session import Store
@@ -58,7 +59,7 @@ class Server:
         running (an embedded store already started is stopped again)."""
         self._stopping = asyncio.Event()
         try:
-            await self.ctx.store.start()
+            await self._start_store()
             await self._listen()
         except BaseException:
             for listener in self._listeners:
@@ -67,6 +68,18 @@ class Server:
             raise
         log.info("ready to accept connections on %s (store: %s)",
                  ", ".join(str(p) for p in self.ports) or self.config.unixsocket, self.ctx.store.describe())
+
+    async def _start_store(self) -> None:
+        """Start the store; a --redis-url that names a node of a Redis Cluster (or comes with --cluster-seeds)
+        becomes the cluster store."""
+        store = self.ctx.store
+        if not self.config.cluster_seeds:
+            await store.start()
+            if not isinstance(store, RedisStore) or store.kind != "redis" or not await store.cluster_enabled():
+                return
+            await store.close()
+        self.ctx.store = ClusterStore(self.config.redis_url, self.config.cluster_seeds.replace(",", " ").split())
+        await self.ctx.store.start()
 
     async def _listen(self) -> None:
         loop = asyncio.get_running_loop()

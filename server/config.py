@@ -76,6 +76,16 @@ def _text(text: str) -> str:
     return text
 
 
+def _node_list(text: str) -> str:
+    """host:port[,host:port…] (more seed nodes of a cluster), normalised to space-separated."""
+    nodes = text.replace(",", " ").split()
+    for node in nodes:
+        host, _, port = node.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"'{node}' is not host:port")
+    return " ".join(nodes)
+
+
 OPTIONS: tuple[Option, ...] = (
     Option("bind", _text, "127.0.0.1",
            "Addresses to listen on, space separated (like redis-server's bind); empty = no TCP."),
@@ -83,6 +93,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("unixsocket", _text, "", "Path of a unix socket to listen on as well (off when empty)."),
     Option("redis-url", _store_url, "", "The Redis that holds every key: redis://, rediss:// or unix:// URL. "
            "Empty (the default) starts an embedded store: a valkey-server child on a private unix socket."),
+    Option("cluster-seeds", _node_list, "", "More nodes of the Redis Cluster --redis-url points at (host:port, "
+           "comma separated), asked for the slot map when that node is down. A cluster is detected by itself."),
     Option("dir", _text, "", "Embedded store only: keep its data in this directory (AOF, appendfsync everysec, "
            "and RDB), so a restart finds every key. Empty (the default): nothing is written to disk."),
     Option("store-bin", _text, "", "Embedded store only: the valkey-server or redis-server binary to run. "
@@ -126,6 +138,7 @@ class Config:
     port: int = 6379
     unixsocket: str = ""
     redis_url: str = ""
+    cluster_seeds: str = ""
     dir: str = ""
     store_bin: str = ""
     cache_mb: int = 64
@@ -230,6 +243,8 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         raise ConfigError("unixsocket cannot be used with workers > 1 (each process would replace the socket)")
     if config.redis_url and (config.dir or config.store_bin):
         raise ConfigError("dir and store-bin configure the embedded store; they cannot be used with redis-url")
+    if config.cluster_seeds and not config.redis_url:
+        raise ConfigError("cluster-seeds needs redis-url (a node of the cluster)")
     if bool(config.tls_cert_file) != bool(config.tls_key_file):
         raise ConfigError("tls-cert-file and tls-key-file must be given together")
     return config

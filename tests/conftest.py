@@ -14,6 +14,7 @@ import redis
 
 from server.config import Config
 from server.store.embedded import EmbeddedStore
+from tests.cluster_support import LocalCluster, local_cluster
 from tests.support import RunningServer, ci, redis_server_process, running_server
 
 
@@ -32,11 +33,32 @@ def real_redis_url() -> Iterator[str]:
         yield started
 
 
-@pytest.fixture(params=["embedded", "redis"])
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[LocalCluster]:
+    """A real Redis Cluster (3 primaries, 3 replicas) of valkey-server nodes, started once per test session."""
+    with local_cluster(primaries=3, replicas=1) as cluster:
+        yield cluster
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test that uses a server runs on the embedded store and on a real Redis; the modules that set
+    ``RUNS_ON_CLUSTER = True`` (the AI command families) also on a 3-primary Redis Cluster, keys spread."""
+    if "store_url" in metafunc.fixturenames:
+        on_cluster = getattr(metafunc.module, "RUNS_ON_CLUSTER", False) and \
+            metafunc.definition.get_closest_marker("single_node") is None
+        stores = ["embedded", "redis"] + (["cluster"] if on_cluster else [])
+        metafunc.parametrize("store_url", stores, indirect=True)
+
+
+@pytest.fixture
 def store_url(request: pytest.FixtureRequest) -> str:
-    """'' for the embedded store, or the URL of a real, freshly flushed redis-server."""
+    """'' for the embedded store, or the URL of a real, freshly flushed redis-server (or cluster node)."""
     if request.param == "embedded":
         return ""
+    if request.param == "cluster":
+        cluster: LocalCluster = request.getfixturevalue("redis_cluster")
+        cluster.flush()
+        return cluster.seed_url
     url: str = request.getfixturevalue("real_redis_url")
     direct = redis.Redis.from_url(url)
     direct.flushall()

@@ -59,7 +59,8 @@ async def execute_single_op(ai: AIState, keyspace: Keyspace, op: SingleOp) -> An
     the outputs and the counters are written together."""
     run = one_op_run(op.device, op.work, op.inputs, len(op.outputs), op.timeout_ms, op.batch)
     await execute_run(ai.queues, run, ai.inline)
-    counters = ai.record(op.key, run.results[0], step_samples(run, 0) if op.samples else 0) if op.record else []
+    samples = step_samples(run, 0) if op.samples else 0
+    counters = ai.record(op.key, run.results[0], samples, keyspace.stats_key) if op.record else []
     if run.timed_out or run.error is not None:
         await keyspace.run_scripts(counters)
         if run.error is not None:

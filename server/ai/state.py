@@ -116,11 +116,13 @@ class AIState:
         self.models = ModelCache(self.backends, self.settings)
         self.scripts = ScriptCache(intra_op_threads=self.settings.runtime_options().intra_op_threads)
 
-    def record(self, key: bytes, result: StepResult, samples: int) -> list[ScriptCall]:
+    def record(self, key: bytes, result: StepResult, samples: int,
+               counters_at: Callable[[bytes], bytes] = stats_key) -> list[ScriptCall]:
         """AI.INFO bookkeeping after a run (REDISAI-REFERENCE §2.14): a success adds its duration, samples
         and a call; a failure adds a call and an error; an op that never ran adds nothing. Returns the update
         of the store's counters (server/store/atomic.py RECORD_RUN) for the caller's next round trip; this
-        process's own record (metrics labels, INFO ai) is updated here."""
+        process's own record (metrics labels, INFO ai) is updated here. ``counters_at``: where the store keeps
+        a key's counters (``Keyspace.stats_key``: on a cluster, in the key's own slot)."""
         stats = self.stats.get(key)
         self._count_run(key, stats, result)
         if result.ok:
@@ -134,7 +136,7 @@ class AIState:
             stats.duration_us += added[1]
             stats.samples += added[2]
             stats.errors += added[3]
-        return [(RECORD_RUN, [stats_key(key)], [str(n).encode() for n in added])]
+        return [(RECORD_RUN, [counters_at(key)], [str(n).encode() for n in added])]
 
     def _count_run(self, key: bytes, stats: RunStats | None, result: StepResult) -> None:
         """Server-wide run counters (INFO ai) and the metrics hook; an op that never ran is not counted."""

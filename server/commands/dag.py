@@ -66,7 +66,7 @@ async def run_dag(client: Client, argv: list[bytes], kind: DagKind) -> Any:
     run, step_of_op = build_run(ops, resolved, loaded, works, header.timeout_ms, client.ctx.metrics)
     if run.steps:
         await execute_run(ai.queues, run, ai.inline)
-    counters = _record_stats(ai, ops, run, step_of_op)
+    counters = _record_stats(ai, ops, run, step_of_op, keyspace.stats_key)
     if run.timed_out:
         await keyspace.run_scripts(counters)
         return Status(msgs.TIMEDOUT_STATUS)
@@ -179,12 +179,13 @@ async def _persist(keyspace: Keyspace, resolved: ResolvedDag, run: RunInfo, chec
     return None
 
 
-def _record_stats(ai: AIState, ops: list[DagOp], run: RunInfo, step_of_op: dict[int, int]) -> list[ScriptCall]:
+def _record_stats(ai: AIState, ops: list[DagOp], run: RunInfo, step_of_op: dict[int, int],
+                  counters_at: Callable[[bytes], bytes]) -> list[ScriptCall]:
     """AI.INFO after the whole DAG: samples = dim 0 of a model op's first output; scripts count none."""
     counters: list[ScriptCall] = []
     for index, step_index in step_of_op.items():
         op = ops[index]
         assert isinstance(op, (ModelOp, ScriptOp))
         samples = step_samples(run, step_index) if isinstance(op, ModelOp) else 0
-        counters += ai.record(op.key, run.results[step_index], samples)
+        counters += ai.record(op.key, run.results[step_index], samples, counters_at)
     return counters

@@ -20,7 +20,7 @@ from backends.errors import AIError, wrong_arity
 from backends.objects import MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
 from server.ai.state import RunStats
 from server.protocol.reply import OK
-from server.store.atomic import STAT_FIELDS, stats_key
+from server.store.atomic import STAT_FIELDS
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -39,7 +39,8 @@ async def cmd_aiinfo(client: Client, argv: list[bytes]) -> Any:
     if stats is None:
         raise AIError(msgs.INFO_NO_RUN_INFO_MSG)
     if len(argv) == 3 and argv[2].upper() == b"RESETSTAT":
-        await keyspace.pipeline([(b"HSET", stats_key(argv[1]), *(part for f in STAT_FIELDS for part in (f, b"0")))])
+        zeros = [part for name in STAT_FIELDS for part in (name, b"0")]
+        await keyspace.pipeline([(b"HSET", keyspace.stats_key(argv[1]), *zeros)])
         return OK
     return info_reply(stats)
 
@@ -48,7 +49,7 @@ async def read_stats(keyspace: Keyspace, key: bytes) -> RunStats | None:
     """The record of the model or script at ``key`` from the store: its metadata and its counters (kept
     beside it, server/store/atomic.py), in one round trip; None unless both are there."""
     meta, counters = await keyspace.pipeline([(b"HMGET", key, MARKER_FIELD, b"backend", b"device", b"tag"),
-                                              (b"HMGET", stats_key(key), *STAT_FIELDS)])
+                                              (b"HMGET", keyspace.stats_key(key), *STAT_FIELDS)])
     if not isinstance(meta, list) or meta[0] not in _KINDS or not isinstance(counters, list) or None in counters:
         return None
     kind = _KINDS[meta[0]]

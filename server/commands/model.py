@@ -36,7 +36,7 @@ from server.commands.model_args import (
 )
 from server.commands.stored import delete_stored, scan_stored
 from server.protocol.reply import OK
-from server.store.atomic import STORE_OBJECT, stats_key
+from server.store.atomic import STORE_OBJECT
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -68,7 +68,8 @@ async def _store(client: Client, req: ModelStoreRequest) -> Any:
     loaded = await ai.models.load(draft, req.blob)
     if req.backend != "TF":  # TORCH/ONNX name their inputs and outputs themselves
         draft = replace(draft, inputs=tuple(loaded.input_names), outputs=tuple(loaded.output_names))
-    await client.keyspace().run_script(STORE_OBJECT, [req.key, stats_key(req.key)],
+    keyspace = client.keyspace()
+    await keyspace.run_script(STORE_OBJECT, [req.key, keyspace.stats_key(req.key)],
                                        [MODEL_MARKER, *model_hash_fields(draft, req.blob)])
     ai.models.put(draft, loaded)
     ai.queues.queue(draft.device.queue_name)

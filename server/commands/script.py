@@ -44,7 +44,7 @@ from server.commands.script_args import (
 )
 from server.commands.stored import delete_stored, scan_stored
 from server.protocol.reply import OK
-from server.store.atomic import STORE_OBJECT, stats_key
+from server.store.atomic import STORE_OBJECT
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -76,7 +76,8 @@ async def _store(client: Client, req: ScriptStoreRequest) -> Any:
     ai = client.ctx.ai
     meta = ScriptMeta(req.device, req.tag, req.entry_points, blob_digest(req.source))
     compiled = await ai.scripts.compile(req.source, req.device, req.entry_points)
-    await client.keyspace().run_script(STORE_OBJECT, [req.key, stats_key(req.key)],
+    keyspace = client.keyspace()
+    await keyspace.run_script(STORE_OBJECT, [req.key, keyspace.stats_key(req.key)],
                                        [SCRIPT_MARKER, *script_hash_fields(meta, req.source)])
     ai.scripts.put(meta, compiled)
     ai.queues.queue(meta.device.queue_name)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from backends.errors import AIError, wrong_arity
 from backends.objects import MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
 from server.protocol.reply import OK
-from server.store.atomic import DELETE_OBJECT, STATS_PREFIX, stats_key
+from server.store.atomic import DELETE_OBJECT, STATS_PREFIX
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -21,7 +21,8 @@ async def delete_stored(client: Client, argv: list[bytes], marker: bytes, empty_
     """AI.MODELDEL / AI.SCRIPTDEL key: DEL restricted to the right kind of object; its stats go too."""
     if len(argv) != 2:
         raise wrong_arity(argv[0].decode(errors="replace"))
-    if not await client.keyspace().run_script(DELETE_OBJECT, [argv[1], stats_key(argv[1])], [marker]):  # at once
+    keyspace = client.keyspace()
+    if not await keyspace.run_script(DELETE_OBJECT, [argv[1], keyspace.stats_key(argv[1])], [marker]):  # at once
         raise AIError(empty_msg)
     client.ctx.ai.stats.pop(argv[1], None)
     client.ctx.metrics.forget(argv[1])
@@ -54,10 +55,4 @@ async def count_stored(keyspace: Keyspace) -> tuple[int, int]:
 
 async def _stats_names(keyspace: Keyspace) -> list[bytes]:
     """The object keys that have counters in this database (SCAN MATCH over the counters' prefix)."""
-    cursor, names = b"0", []
-    while True:
-        reply = await keyspace.call(b"SCAN", cursor, b"MATCH", STATS_PREFIX + b"*", b"COUNT", b"1000")
-        cursor, batch = reply
-        names += [key[len(STATS_PREFIX) :] for key in batch]
-        if cursor == b"0":
-            return names
+    return [keyspace.object_of_stats(name) for name in await keyspace.scan(STATS_PREFIX + b"*")]

@@ -15,8 +15,9 @@ from typing import Any, Protocol
 
 from backends import errors as msgs
 from backends.errors import AIError, raise_if_unavailable
-from server.store.atomic import SCRIPTS, SET_TENSORS, ScriptCall, StoreScript
+from server.store.atomic import SCRIPTS, SET_TENSORS, STATS_PREFIX, ScriptCall, StoreScript, stats_key
 from server.store.cache import TrackedCache, TrackingRefused
+from server.store.cluster_keys import SlotTags, key_slot
 
 Arg = bytes | str | int | float | memoryview
 
@@ -25,6 +26,10 @@ class StoreLink(Protocol):
     """One pipelined channel to one database of the backing store."""
 
     async def pipeline(self, commands: list[list[bytes]]) -> list[Any]: ...
+
+    def shards(self) -> Sequence[StoreLink]:
+        """A link per shard, for what must visit all of them (one on a single store; each primary of a cluster)."""
+        ...
 
 
 def to_argv(args: Sequence[Arg]) -> list[bytes]:
@@ -46,10 +51,42 @@ def to_argv(args: Sequence[Arg]) -> list[bytes]:
 class Keyspace:
     """Keys of one database of the backing store, as the AI commands see them."""
 
-    def __init__(self, link: StoreLink, db: int, cache: TrackedCache | None = None) -> None:
+    def __init__(self, link: StoreLink, db: int, cache: TrackedCache | None = None,
+                 slot_tags: SlotTags | None = None) -> None:
         self._link = link
         self.db = db
         self._cache = cache if cache is not None and cache.enabled else None
+        self._tags = slot_tags  # a cluster's: derived keys are put in their object's slot
+
+    def stats_key(self, key: bytes) -> bytes:
+        """Where the AI.INFO counters of ``key`` live; on a cluster, in ``key``'s slot (a hash tag that maps
+        there), so an object and its counters are written in one atomic script."""
+        if self._tags is None:
+            return stats_key(key)
+        return STATS_PREFIX + b"{" + self._tags.of(key_slot(key)) + b"}" + key
+
+    def object_of_stats(self, name: bytes) -> bytes:
+        """The object key whose counters are at ``name`` (the inverse of ``stats_key``)."""
+        rest = name[len(STATS_PREFIX) :]
+        if self._tags is not None and rest.startswith(b"{"):
+            return rest[rest.index(b"}") + 1 :]
+        return rest
+
+    async def scan(self, match: bytes) -> list[bytes]:
+        """Every key matching ``match``, over every shard (SCAN … MATCH … COUNT 1000 until each cursor is 0)."""
+        found: list[bytes] = []
+        for link in self._link.shards():
+            cursor = b"0"
+            while True:
+                (reply,) = await link.pipeline([[b"SCAN", cursor, b"MATCH", match, b"COUNT", b"1000"]])
+                raise_if_unavailable(reply)
+                if isinstance(reply, AIError):
+                    raise reply
+                cursor, batch = reply
+                found += batch
+                if cursor == b"0":
+                    break
+        return found
 
     @property
     def caching(self) -> bool:
@@ -138,14 +175,35 @@ class Keyspace:
             await self.run_scripts(also)
             return
         self.forget(keys)
-        guard = [model[0]] if model is not None else []  # read, not written: its cached metadata stays
-        digest = model[1].encode() if model is not None else b""
-        head: ScriptCall = (SET_TENSORS, [*keys, *guard], [b"1" if empty_is_free else b"0", digest, *to_argv(values)])
-        reply = (await self.run_scripts([head, *also]))[0]
-        if isinstance(reply, AIError):
-            raise reply
+        heads = self._tensor_writes(keys, to_argv(values), empty_is_free, model)
+        replies = await self.run_scripts([*heads, *also])
+        for reply in replies[: len(heads)]:
+            if isinstance(reply, AIError):
+                raise reply
         if self._cache is not None:
             self._cache.note_written(self.db, keys)
+
+    def _tensor_writes(self, keys: Sequence[bytes], values: list[bytes], empty_is_free: bool,
+                       model: tuple[bytes, str] | None) -> list[ScriptCall]:
+        """One SET_TENSORS call — or, on a cluster, one per slot of the keys (each atomic on its shard; the
+        model guard rides with the keys in the model's slot; where none are, nothing to guard: a cluster has no
+        metadata cache, so the model that ran is the one this run read)."""
+        free = b"1" if empty_is_free else b"0"
+        digest = model[1].encode() if model is not None else b""
+        if self._tags is None:
+            guard = [model[0]] if model is not None else []  # read, not written: its cached metadata stays
+            return [(SET_TENSORS, [*keys, *guard], [free, digest, *values])]
+        groups: dict[int, tuple[list[bytes], list[bytes]]] = {}
+        for key, value in zip(keys, values, strict=True):
+            group = groups.setdefault(key_slot(key), ([], []))
+            group[0].append(key)
+            group[1].append(value)
+        guarded = key_slot(model[0]) if model is not None else -1
+        calls: list[ScriptCall] = []
+        for slot, (group_keys, group_values) in groups.items():
+            guard = [model[0]] if model is not None and slot == guarded else []
+            calls.append((SET_TENSORS, [*group_keys, *guard], [free, digest if guard else b"", *group_values]))
+        return calls
 
     async def write_atomic(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
         """Run ``commands`` as one MULTI/EXEC transaction in one round trip; return EXEC's replies."""

@@ -18,6 +18,7 @@ from backends import errors as msgs
 from backends.errors import AIError
 from server.protocol.slot import ReplySlot
 from server.store.cache import TrackedCache
+from server.store.cluster_keys import SlotTags
 from server.store.keyspace import load_scripts
 from server.store.session import PUBSUB_COMMANDS, SUBSCRIBE_COMMANDS, LinksByDatabase, SessionSink
 from server.store.upstream import (
@@ -290,11 +291,21 @@ class RedisLink:
                 await self._ensure()
             except (OSError, ConnectionError) as exc:
                 raise AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc)) from exc
+        return await self.submit(commands)
+
+    def submit(self, commands: list[list[bytes]]) -> asyncio.Future[list[Any]]:
+        """Queue ``commands`` on the live connection (``connected`` must hold) and return the future of their
+        replies: several links' futures can be in flight at once and awaited one after the other, with no
+        Task per link (server/store/cluster_link.py)."""
         replies = self._pending.expect(len(commands))
         if not self._outbox:
             asyncio.get_running_loop().call_soon(self._flush)
         self._outbox.extend(pack_command(argv) for argv in commands)
-        return await replies
+        return replies
+
+    @property
+    def connected(self) -> bool:
+        return self._upstream is not None
 
     def _flush(self) -> None:
         """Everything queued in this loop iteration, in one write (to the connection alive now: batches
@@ -308,6 +319,9 @@ class RedisLink:
         self._outbox = []
         self._pending.fail_all(AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc or "connection closed")))
 
+    def shards(self) -> list[RedisLink]:
+        return [self]
+
     def close(self) -> None:
         if self._upstream is not None:
             self._upstream.close()
@@ -317,6 +331,7 @@ class RedisStore:
     """A real Redis behind the server."""
 
     kind = "redis"
+    slot_tags: SlotTags | None = None  # one store, one slot: derived keys need no hash tag
 
     def __init__(self, url: str, cache_bytes: int = 0) -> None:
         self.address = parse_store_url(url)
@@ -349,6 +364,11 @@ class RedisStore:
 
     def describe(self) -> str:
         return self.address.describe()
+
+    async def cluster_enabled(self) -> bool:
+        """Whether the store is a node of a Redis Cluster (``INFO cluster``: ``cluster_enabled:1``)."""
+        (reply,) = await self.link(self.address.db).pipeline([[b"INFO", b"cluster"]])
+        return isinstance(reply, bytes) and b"cluster_enabled:1" in reply
 
     async def info(self, sections: list[str]) -> str:
         """The store's own INFO sections (keyspace, memory, persistence, ...)."""

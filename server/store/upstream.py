@@ -203,6 +203,8 @@ async def open_upstream(address: StoreAddress, reader: FrameReader | ValueReader
         protocol.close()
         if isinstance(exc, TimeoutError):
             raise ConnectionError(f"no answer from {address.describe()} within {CONNECT_TIMEOUT_S:g}s") from exc
+        if isinstance(exc, OSError) and type(exc) is not ConnectionError:  # refused, unreachable …: say where
+            raise ConnectionError(f"{address.describe()}: {exc}") from exc
         raise
     if protocol.transport is None:  # lost between the last login reply and now: nobody would be told
         raise ConnectionError(f"connection to {address.describe()} lost right after login")

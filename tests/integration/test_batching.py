@@ -11,6 +11,8 @@ import redis
 from tests import models
 from tests.support import RunningServer
 
+RUNS_ON_CLUSTER = True  # also run against a 3-primary Redis Cluster (tests/conftest.py)
+
 
 def _store(conn: redis.Redis, key: str, blob: bytes, *batching: object) -> None:
     conn.execute_command("AI.MODELSTORE", key, "TORCH", "CPU", *batching, "BLOB", blob)

@@ -13,6 +13,8 @@ from server.config import Config
 from tests import models
 from tests.support import RunningServer, assert_overlapped, running_server
 
+RUNS_ON_CLUSTER = True  # also run against a 3-primary Redis Cluster (tests/conftest.py)
+
 SET_A = ("AI.TENSORSET", "a", "FLOAT", 2, "VALUES", 1, 2)
 
 

@@ -11,6 +11,8 @@ from server.config import Config
 from tests import models
 from tests.support import RunningServer, assert_overlapped, running_server
 
+RUNS_ON_CLUSTER = True  # also run against a 3-primary Redis Cluster (tests/conftest.py)
+
 A_B = ("FLOAT", 2, 2, "VALUES", 2, 3, 2, 3)
 
 

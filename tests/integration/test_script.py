@@ -13,6 +13,8 @@ from tests import models
 from tests.scripts import A_B, OLD_SCRIPT, REDIS_SCRIPT, SCRIPT, store_script, tensor_values
 from tests.support import RunningServer, running_server
 
+RUNS_ON_CLUSTER = True  # also run against a 3-primary Redis Cluster (tests/conftest.py)
+
 
 def test_store_get_delete_scan(client: redis.Redis) -> None:
     assert client.execute_command("AI.SCRIPTSTORE", "my_script", "CPU", "TAG", "my_tag", "ENTRY_POINTS", 2, "bar",
@@ -111,6 +113,7 @@ def test_redis_execute_from_scripts(client: redis.Redis) -> None:
     assert client.execute_command(*run, "set_get", "KEYS", 1, "x", "ARGS", 1, "7") == b"OK"  # the worker lives on
 
 
+@pytest.mark.single_node
 def test_scripts_reach_database_zero(server: RunningServer) -> None:
     conn = server.client(db=3)
     store_script(conn, "r", REDIS_SCRIPT, "set_get")

@@ -13,6 +13,8 @@ import redis
 from server.config import Config
 from tests.support import RunningServer, running_server
 
+RUNS_ON_CLUSTER = True  # also run against a 3-primary Redis Cluster (tests/conftest.py)
+
 NUMERIC_DTYPES = ["FLOAT", "DOUBLE", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "BOOL"]
 WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
 

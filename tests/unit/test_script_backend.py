@@ -94,6 +94,9 @@ class OkLink:
     async def pipeline(self, commands: list[list[bytes]]) -> list[object]:
         return [b"OK" for _ in commands]
 
+    def shards(self) -> list[OkLink]:
+        return [self]
+
 
 def test_host_guards_against_the_loop_thread_a_stopped_loop_and_a_closed_one() -> None:
     ai = AIState.from_config(Config(port=0))

@@ -1,0 +1,154 @@
+"""Relayed commands on a Redis Cluster that are not one node's: reply slots that forward a node's reply to
+the client's slot (and follow MOVED/ASK instead), and the keyless commands that visit every primary.
+
+Fan-out, as Redis Cluster clients do it: FLUSHALL / FLUSHDB go to every primary (the first error, else
+``+OK``), DBSIZE is summed, KEYS is the union of every primary's answer, RANDOMKEY is any primary's non-nil
+answer. SCAN walks the primaries one after the other: the client's cursor is ``node cursor * 1024 + index
+of the primary`` (the primaries in slot order), so a SCAN that reaches 0 has seen every shard.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from backends import errors as msgs
+from server.protocol.framer import join_aggregate, split_aggregate
+from server.protocol.slot import ReplySlot
+
+_NODE_DOWN = b"-" + msgs.UPSTREAM_DOWN_MSG.split("{")[0].encode()  # a node that cannot be reached (failover?)
+_FOLLOWED = (b"-MOVED ", b"-ASK ", b"-CLUSTERDOWN", _NODE_DOWN)  # redirects, and what makes the map be read again
+FAN_OUT_COMMANDS = frozenset({b"flushall", b"flushdb", b"dbsize", b"keys", b"randomkey"})
+SCAN_NODES = 1024  # the most primaries a SCAN cursor can tell apart
+
+
+class ForwardSlot(ReplySlot):
+    """A node's slot for one client slot: frames go to ``target``; a MOVED/ASK reply goes to ``redirect``
+    instead (which sends the command again elsewhere), so the client never sees a redirect it cannot follow."""
+
+    __slots__ = ("redirect", "target")
+
+    def __init__(self, target: ReplySlot, redirect: Callable[[bytes], bool] | None = None) -> None:
+        super().__init__()
+        self.target = target
+        self.redirect = redirect
+
+    def add_frame(self, data: bytes) -> None:
+        self.frames_left -= 1
+        if self._redirected(data):
+            self.frames_left = 0
+            return
+        self.target.chunks.append(data)
+        if self.frames_left <= 0:
+            self.target.finish()
+
+    def fill(self, data: bytes) -> None:
+        self.frames_left = 0
+        if not self._redirected(data):
+            self.target.fill(data)
+
+    def _redirected(self, data: bytes) -> bool:
+        if self.redirect is None or self.target.chunks or not data.startswith(_FOLLOWED):
+            return False
+        return self.redirect(data)
+
+
+class FanOut:
+    """One client slot answered by every primary's reply, combined once the last is in."""
+
+    def __init__(self, target: ReplySlot, name: bytes, parts: int) -> None:
+        self._target = target
+        self._combine = _COMBINE[name]
+        self._replies: list[bytes | None] = [None] * parts
+
+    def part(self, index: int) -> ReplySlot:
+        return _Part(self, index)
+
+    def arrived(self, index: int, frame: bytes) -> None:
+        self._replies[index] = frame
+        if all(reply is not None for reply in self._replies):
+            self._target.fill(self._combine([r for r in self._replies if r is not None]))
+
+
+class _Part(ReplySlot):
+    __slots__ = ("_fan", "_index")
+
+    def __init__(self, fan: FanOut, index: int) -> None:
+        super().__init__()
+        self._fan = fan
+        self._index = index
+
+    def add_frame(self, data: bytes) -> None:
+        self.fill(data)
+
+    def fill(self, data: bytes) -> None:
+        self.frames_left = 0
+        self._fan.arrived(self._index, data)
+
+
+def _first_error(replies: list[bytes]) -> bytes | None:
+    return next((r for r in replies if r.startswith(b"-")), None)
+
+
+def _all_ok(replies: list[bytes]) -> bytes:
+    return _first_error(replies) or replies[0]
+
+
+def _summed(replies: list[bytes]) -> bytes:
+    error = _first_error(replies)
+    if error is not None:
+        return error
+    return b":%d\r\n" % sum(int(r[1:].strip()) for r in replies)
+
+
+def _union(replies: list[bytes]) -> bytes:
+    error = _first_error(replies)
+    if error is not None:
+        return error
+    kind = replies[0][:1]
+    return join_aggregate(kind, [element for r in replies for element in split_aggregate(r)[1]])
+
+
+def _any_key(replies: list[bytes]) -> bytes:
+    error = _first_error(replies)
+    if error is not None:
+        return error
+    found = [r for r in replies if not r.startswith((b"$-1", b"_"))]
+    return random.choice(found) if found else replies[0]
+
+
+_COMBINE: dict[bytes, Callable[[list[bytes]], bytes]] = {
+    b"flushall": _all_ok, b"flushdb": _all_ok, b"dbsize": _summed, b"keys": _union, b"randomkey": _any_key,
+}
+
+
+def split_scan_cursor(cursor: bytes) -> tuple[int, bytes] | None:
+    """(index of the primary, that node's cursor) of a client's SCAN cursor; None when it is not a number."""
+    if not cursor.isdigit():
+        return None
+    value = int(cursor)
+    return value % SCAN_NODES, str(value // SCAN_NODES).encode()
+
+
+def scan_reply_rewriter(index: int, primaries: int) -> Callable[[bytes], bytes]:
+    """Turn one node's SCAN reply into the client's: its cursor, or the next primary's start at its end."""
+
+    def rewrite(raw: bytes) -> bytes:
+        if not raw.startswith(b"*2\r\n"):
+            return raw  # an error
+        kind, (cursor_frame, keys) = split_aggregate(raw)
+        node_cursor = int(split_aggregate_bulk(cursor_frame))
+        if node_cursor:
+            value = node_cursor * SCAN_NODES + index
+        else:
+            value = index + 1 if index + 1 < primaries else 0
+        text = str(value).encode()
+        return join_aggregate(kind, [b"$%d\r\n%s\r\n" % (len(text), text), keys])
+
+    return rewrite
+
+
+def split_aggregate_bulk(frame: bytes) -> bytes:
+    """The payload of one bulk-string frame."""
+    end = frame.index(b"\r\n")
+    return frame[end + 2 : -2]

@@ -1,0 +1,220 @@
+"""Relayed (non-AI) commands on a Redis Cluster: routed by their keys' slot, as a cluster client would.
+
+* ``ClusterSharedRelay``: the stateless commands of session-less clients, over one shared relay per primary.
+* ``ClusterSession``: a client's own connections, one per node it needed (opened on first use). MULTI and
+  WATCH stay on one node: the transaction goes to the node of its first keyed command (or of the WATCHed
+  keys); a queued command whose keys live on another node answers CROSSSLOT and makes EXEC fail, as Redis
+  Cluster's own check would (keys of several slots on the same node: the node answers CROSSSLOT at EXEC).
+  SUBSCRIBE/PSUBSCRIBE and PUBLISH use the first primary (a cluster broadcasts PUBLISH to every node);
+  SSUBSCRIBE and SPUBLISH go to the node of the shard channel. Blocking commands wait on their key's node.
+
+A command whose keys hash to several slots answers ``CROSSSLOT`` (nothing sent); MOVED and ASK are followed
+(server/store/cluster_fanout.py ``ForwardSlot``), at most ``MAX_REDIRECTS`` times; keyless fan-out commands
+visit every primary (same module).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from backends.errors import AIError
+from server.protocol.slot import ReplySlot
+from server.store.cluster_fanout import (
+    FAN_OUT_COMMANDS,
+    FanOut,
+    ForwardSlot,
+    scan_reply_rewriter,
+    split_scan_cursor,
+)
+from server.store.cluster_keys import CrossSlot
+from server.store.cluster_link import MAX_REDIRECTS
+from server.store.cluster_state import ClusterState, redirect_target
+from server.store.redis import RedisSession
+from server.store.session import SessionSink
+from server.store.upstream import StoreAddress
+
+QUEUE_TIME_ERROR = [b"REDISAI.QUEUE-TIME-ERROR"]  # as server/frontend/multi.py's: fails the node's open MULTI
+_HOME_COMMANDS = frozenset({b"subscribe", b"psubscribe", b"unsubscribe", b"punsubscribe", b"publish"})
+
+
+def _error_frame(exc: AIError) -> bytes:
+    return b"-" + exc.message.replace("\r\n", " ").encode() + b"\r\n"
+
+
+class ClusterSharedRelay:
+    """SharedRelay over the cluster: each command to its slot's primary's shared relay."""
+
+    def __init__(self, cluster: ClusterState) -> None:
+        self._cluster = cluster
+
+    def send(self, argv: list[bytes], slot: ReplySlot, sink: SessionSink) -> None:
+        name = argv[0].lower()
+        if name in FAN_OUT_COMMANDS:
+            primaries = self._cluster.topology.primaries
+            fan = FanOut(slot, name, len(primaries))
+            for index, address in enumerate(primaries):
+                self._cluster.relay(address).send(argv, fan.part(index), sink)
+            return
+        try:
+            address = self._cluster.primary_for(self._cluster.keys.slot(argv))
+        except AIError as exc:
+            slot.fill(_error_frame(exc))
+            asyncio.get_running_loop().call_soon(sink.flush)
+            return
+        self._forward(address, argv, slot, sink, MAX_REDIRECTS)
+
+    def _forward(self, address: StoreAddress, argv: list[bytes], slot: ReplySlot, sink: SessionSink,
+                 redirects_left: int) -> None:
+        def redirect(frame: bytes) -> bool:
+            kind, where, asking = redirect_target(frame[1:].decode(errors="replace").strip())
+            if kind == "":
+                self._cluster.request_refresh()  # the node is down: its replica may take over
+            if where is None or redirects_left <= 0:
+                return False
+            if kind == "MOVED":
+                self._cluster.request_refresh()
+            target = self._cluster.address(where)
+            if asking:
+                self._cluster.relay(target).send([b"ASKING"], ReplySlot(), sink)
+            self._forward(target, argv, slot, sink, redirects_left - 1)
+            return True
+
+        self._cluster.relay(address).send(argv, ForwardSlot(slot, redirect), sink)
+
+
+class ClusterSession:
+    """A client's own connections to the cluster's nodes (see the module docstring)."""
+
+    def __init__(self, cluster: ClusterState, sink: SessionSink) -> None:
+        self._cluster = cluster
+        self._sink = sink
+        self._nodes: dict[tuple[str, int], RedisSession] = {}
+        self._proto = 2
+        self._in_multi = False
+        self._pinned: StoreAddress | None = None  # the node of the open transaction / WATCHed keys
+        self._held: list[tuple[list[bytes], ReplySlot]] = []  # MULTI and keyless commands before a node is known
+
+    def send(self, argv: list[bytes], slot: ReplySlot) -> None:
+        name = argv[0].lower()
+        try:
+            address = self._destination(name, argv)
+        except AIError as exc:
+            self._refuse(exc, slot)
+            return
+        if self._in_multi and address is None:
+            self._hold(name, argv, slot)
+        elif address is not None:
+            self._release_held(address)
+            if name == b"scan":
+                self._scan(argv, slot)
+            elif name in FAN_OUT_COMMANDS and not self._in_multi:
+                self._fan_out(name, argv, slot)
+            else:
+                self._to_node(address, argv, slot, MAX_REDIRECTS)
+        self._follow(name)
+
+    def _destination(self, name: bytes, argv: list[bytes]) -> StoreAddress | None:
+        """The node for ``argv``; None while a transaction waits for its first keyed command."""
+        if name == b"multi":
+            self._in_multi = True
+            return None
+        if name in _HOME_COMMANDS:
+            return self._cluster.primary_for(None)
+        slot = self._cluster.keys.slot(argv)
+        if slot is None:
+            if self._pinned is None and self._in_multi and name not in (b"exec", b"discard"):
+                return None
+            return self._pinned or self._cluster.primary_for(None)
+        address = self._cluster.primary_for(slot)
+        pinned = self._pinned
+        if pinned is not None and (self._in_multi or name == b"watch") and \
+                (address.host, address.port) != (pinned.host, pinned.port):
+            raise CrossSlot()
+        if self._in_multi or name == b"watch":
+            self._pinned = address
+        return address
+
+    def _hold(self, name: bytes, argv: list[bytes], slot: ReplySlot) -> None:
+        """MULTI, and what is queued before the transaction's node is known: answered now (``+OK`` /
+        ``+QUEUED``), sent ahead of the first keyed command (or EXEC), their store replies dropped (EXEC's
+        reply still holds their results, and EXECABORT if the node refused one)."""
+        self._held.append((argv, ReplySlot()))
+        slot.fill(b"+OK\r\n" if name == b"multi" else b"+QUEUED\r\n")
+        asyncio.get_running_loop().call_soon(self._sink.flush)
+
+    def _refuse(self, exc: AIError, slot: ReplySlot) -> None:
+        """CROSSSLOT / an unserved slot: the client's error now; inside MULTI the transaction fails at EXEC."""
+        slot.fill(_error_frame(exc))
+        if self._in_multi:
+            if self._pinned is not None:
+                self._node(self._pinned).send(QUEUE_TIME_ERROR, ReplySlot())
+            else:
+                self._held.append((QUEUE_TIME_ERROR, ReplySlot()))  # EXEC fails wherever it goes
+        asyncio.get_running_loop().call_soon(self._sink.flush)
+
+    def _follow(self, name: bytes) -> None:
+        if name in (b"exec", b"discard", b"reset", b"unwatch"):
+            if name != b"unwatch":
+                self._in_multi = False
+            if not self._in_multi:
+                self._pinned = None
+
+    def _release_held(self, address: StoreAddress) -> None:
+        held, self._held = self._held, []
+        for argv, slot in held:
+            self._to_node(address, argv, slot, 0)
+
+    def _node(self, address: StoreAddress) -> RedisSession:
+        where = (address.host, address.port)
+        session = self._nodes.get(where)
+        if session is None:
+            session = self._nodes[where] = RedisSession(self._cluster.address(address), self._sink)
+            if self._proto != 2:
+                session.set_protocol(self._proto)
+        return session
+
+    def _to_node(self, address: StoreAddress, argv: list[bytes], slot: ReplySlot, redirects_left: int) -> None:
+        def redirect(frame: bytes) -> bool:
+            kind, where, asking = redirect_target(frame[1:].decode(errors="replace").strip())
+            if kind == "":
+                self._cluster.request_refresh()  # the node is down: its replica may take over
+            if where is None or redirects_left <= 0 or self._in_multi:
+                return False
+            if kind == "MOVED":
+                self._cluster.request_refresh()
+            target = self._cluster.address(where)
+            if asking:
+                self._node(target).send([b"ASKING"], ReplySlot())
+            self._to_node(target, argv, slot, redirects_left - 1)
+            return True
+
+        forward = ForwardSlot(slot, redirect)
+        self._node(address).send(argv, forward)
+        if forward.done and not slot.done:  # no reply frame expected (RESP3 subscriptions): done already
+            slot.finish()
+
+    def _fan_out(self, name: bytes, argv: list[bytes], slot: ReplySlot) -> None:
+        primaries = self._cluster.topology.primaries
+        fan = FanOut(slot, name, len(primaries))
+        for index, address in enumerate(primaries):
+            self._node(address).send(argv, fan.part(index))
+
+    def _scan(self, argv: list[bytes], slot: ReplySlot) -> None:
+        primaries = self._cluster.topology.primaries
+        parsed = split_scan_cursor(argv[1]) if len(argv) > 1 else None
+        if parsed is None or parsed[0] >= len(primaries):
+            self._to_node(self._cluster.primary_for(None), argv, slot, 0)  # the node's own error text
+            return
+        index, node_cursor = parsed
+        slot.transform = scan_reply_rewriter(index, len(primaries))
+        self._to_node(primaries[index], [argv[0], node_cursor, *argv[2:]], slot, 0)
+
+    def set_protocol(self, proto: int) -> None:
+        self._proto = proto
+        for session in self._nodes.values():
+            session.set_protocol(proto)
+
+    def close(self) -> None:
+        for session in self._nodes.values():
+            session.close()
+        self._nodes.clear()

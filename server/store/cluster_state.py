@@ -1,0 +1,154 @@
+"""What every cluster connection of one server shares: the topology, the key finder, one pipelined link and
+one shared relay per primary, and the refresh that follows the cluster after MOVED or a failover.
+
+A refresh asks the known primaries, then the seeds, for CLUSTER SHARDS (CLUSTER SLOTS on a store too old for
+it); one runs at a time, and a burst of MOVED replies costs one. Redirect replies are recognised here too:
+``MOVED slot host:port`` (the slot moved for good: refresh, then go there) and ``ASK slot host:port`` (a slot
+in migration: that one command goes there after ASKING).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from backends.errors import AIError
+from server.store.cluster_keys import KeyFinder, SlotTags
+from server.store.cluster_topology import Topology, node_address, parse_shards, parse_slots
+from server.store.redis import RedisLink, SharedRelay
+from server.store.upstream import StoreAddress
+
+REFRESH_GAP_S = 0.05  # at most one topology read per 50 ms: a failover's burst of errors costs a few
+UNSERVED_FMT = "CLUSTERDOWN Hash slot not served (slot {slot} has no primary in the cluster's map)"
+NO_NODE_FMT = "CLUSTERDOWN no cluster node answered the topology query ({detail})"
+
+
+def redirect_target(message: str) -> tuple[str, StoreAddress | None, bool]:
+    """(kind, where, asking) of a MOVED / ASK error text; kind '' when it is neither."""
+    parts = message.split()
+    if len(parts) != 3 or parts[0] not in ("MOVED", "ASK"):
+        return "", None, False
+    host, _, port = parts[2].rpartition(":")
+    if not port.isdigit():
+        return "", None, False
+    return parts[0], StoreAddress(host=host or "127.0.0.1", port=int(port)), parts[0] == "ASK"
+
+
+class ClusterState:
+    """The cluster as this server knows it now (see the module docstring)."""
+
+    def __init__(self, seed: StoreAddress, extra_seeds: Sequence[StoreAddress] = ()) -> None:
+        self.seed = seed
+        self._seeds = [node_address(seed, seed.host, seed.port),
+                       *(node_address(seed, s.host, s.port) for s in extra_seeds)]
+        self.topology = Topology((), (-1,) * 16384)
+        self.keys = KeyFinder({})
+        self._tags: SlotTags | None = None
+        self._links: dict[tuple[str, int], RedisLink] = {}
+        self._relays: dict[tuple[str, int], SharedRelay] = {}
+        self._refresh: asyncio.Task[None] | None = None
+        self._refreshed_at = 0.0
+
+    @property
+    def tags(self) -> SlotTags:
+        if self._tags is None:
+            self._tags = SlotTags()
+        return self._tags
+
+    def address(self, where: StoreAddress) -> StoreAddress:
+        """A node named by a redirect, with our login and TLS settings."""
+        return node_address(self.seed, where.host, where.port)
+
+    def primary_for(self, slot: int | None) -> StoreAddress:
+        """The node a command of ``slot`` goes to (a keyless one: the first primary); CLUSTERDOWN naming the
+        slot when no primary serves it."""
+        if slot is None:
+            return self.topology.primaries[0] if self.topology.primaries else self._seeds[0]
+        found = self.topology.primary_of(slot)
+        if found is None:
+            self.request_refresh()  # during a failover: the replica will take the slot over
+            raise AIError(UNSERVED_FMT.format(slot=slot))
+        return found
+
+    def link(self, address: StoreAddress) -> RedisLink:
+        where = (address.host, address.port)
+        if where not in self._links:
+            self._links[where] = RedisLink(self.address(address), 0)
+        return self._links[where]
+
+    def relay(self, address: StoreAddress) -> SharedRelay:
+        where = (address.host, address.port)
+        if where not in self._relays:
+            self._relays[where] = SharedRelay(self.address(address), 0)
+        return self._relays[where]
+
+    async def start(self) -> None:
+        await self.refresh()
+        link = self.link(self.primary_for(None))
+        (reply,) = await link.pipeline([[b"COMMAND"]])
+        if isinstance(reply, AIError):
+            raise reply
+        self.keys = KeyFinder.from_command_reply(reply)
+
+    def request_refresh(self) -> None:
+        """Read the topology again soon (after MOVED, or a node that did not answer); never two at once."""
+        if self._refresh is None or self._refresh.done():
+            self._refresh = asyncio.get_running_loop().create_task(self._refresh_quietly())
+
+    async def refreshed(self) -> None:
+        """Wait for the refresh in flight, or make one (after MOVED: go on with the new map)."""
+        self.request_refresh()
+        assert self._refresh is not None
+        await asyncio.shield(self._refresh)
+
+    async def _refresh_quietly(self) -> None:
+        wait = self._refreshed_at + REFRESH_GAP_S - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        try:
+            await self.refresh()
+        except AIError:
+            pass  # every node down: commands keep getting their own errors, and the next one asks again
+
+    async def refresh(self) -> None:
+        """The topology from the first node that gives it (known primaries first, then the seeds)."""
+        self._refreshed_at = time.monotonic()
+        problems: list[str] = []
+        for address in [*self.topology.primaries, *self._seeds]:
+            try:
+                topology = await self._read_topology(address)
+            except AIError as exc:
+                problems.append(f"{address.host}:{address.port}: {exc.message}")
+                continue
+            if topology.primaries:
+                self.topology = topology
+                return
+            problems.append(f"{address.host}:{address.port}: no slots assigned")
+        raise AIError(NO_NODE_FMT.format(detail="; ".join(dict.fromkeys(problems))))
+
+    async def _read_topology(self, address: StoreAddress) -> Topology:
+        shards, slots = await self.link(address).pipeline([[b"CLUSTER", b"SHARDS"], [b"CLUSTER", b"SLOTS"]])
+        if not isinstance(shards, AIError):
+            return parse_shards(shards, self.seed)
+        if isinstance(slots, AIError):
+            raise slots
+        return parse_slots(slots, self.seed)
+
+    def close(self) -> None:
+        if self._refresh is not None:
+            self._refresh.cancel()
+        for link in self._links.values():
+            link.close()
+        for relay in self._relays.values():
+            relay.close()
+
+
+def is_redirect(reply: Any) -> bool:
+    return isinstance(reply, AIError) and reply.message.startswith(("MOVED ", "ASK "))
+
+
+def is_retry_later(reply: Any) -> bool:
+    """TRYAGAIN: a multi-key command during a slot migration; the same command may succeed soon."""
+    return isinstance(reply, AIError) and reply.message.startswith("TRYAGAIN")

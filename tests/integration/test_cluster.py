@@ -1,0 +1,274 @@
+"""A Redis Cluster behind the server: AI commands over keys on three shards, relayed commands routed by their
+keys (CROSSSLOT, fan-out, MULTI within one slot, pub/sub), MOVED followed after a slot moved. Every key is
+checked on the node that must hold it, through a direct connection to that node."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from functools import partial
+
+import numpy as np
+import pytest
+import redis
+
+from server.config import Config
+from server.store.cluster_keys import key_slot
+from tests.cluster_support import ClusterNode, LocalCluster
+from tests.models import torch_add
+from tests.scripts import REDIS_SCRIPT, store_script
+from tests.support import RunningServer, running_server, wait_until
+
+
+@pytest.fixture
+def cluster(redis_cluster: LocalCluster) -> LocalCluster:
+    redis_cluster.flush()
+    return redis_cluster
+
+
+@pytest.fixture
+def cluster_server(cluster: LocalCluster) -> Iterator[RunningServer]:
+    with running_server(Config(port=0, redis_url=cluster.seed_url, shutdown_timeout=2.0)) as running:
+        yield running
+
+
+@pytest.fixture
+def client(cluster_server: RunningServer) -> Iterator[redis.Redis]:
+    conn = cluster_server.client()
+    yield conn
+    conn.close()
+
+
+def owner(cluster: LocalCluster, key: bytes | str) -> ClusterNode:
+    return cluster.node_of_slot(key_slot(key.encode() if isinstance(key, str) else key))
+
+
+def keys_on_three_shards(cluster: LocalCluster, prefix: str) -> list[str]:
+    """Three key names whose slots are served by three different primaries."""
+    found: dict[int, str] = {}
+    for number in range(1000):
+        name = f"{prefix}{number}"
+        found.setdefault(owner(cluster, name).port, name)
+        if len(found) == 3:
+            return list(found.values())
+    raise LookupError("no keys on three shards")
+
+
+def test_the_cluster_is_detected_and_every_primary_known(cluster_server: RunningServer,
+                                                         client: redis.Redis) -> None:
+    store = cluster_server.server.ctx.store
+    assert store.kind == "cluster"
+    assert "3 primaries" in store.describe()
+    # to its clients the server is one standalone endpoint: a cluster client must not route around it
+    assert client.info("cluster") == {"cluster_enabled": 0}
+    with pytest.raises(redis.ResponseError, match="This instance has cluster support disabled"):
+        client.execute_command("CLUSTER", "SLOTS")
+
+
+def test_modelexecute_with_model_inputs_and_outputs_on_three_shards(cluster: LocalCluster,
+                                                                    client: redis.Redis) -> None:
+    model, a, b = keys_on_three_shards(cluster, "m")
+    out = keys_on_three_shards(cluster, "out")[1]
+    assert client.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add()) == b"OK"
+    client.execute_command("AI.TENSORSET", a, "FLOAT", 2, "VALUES", 1, 2)
+    client.execute_command("AI.TENSORSET", b, "FLOAT", 2, "VALUES", 10, 20)
+    assert client.execute_command("AI.MODELEXECUTE", model, "INPUTS", 2, a, b, "OUTPUTS", 1, out) == b"OK"
+    assert client.execute_command("AI.TENSORGET", out, "VALUES") == [b"11", b"22"]
+    for key in (model, a, b, out):
+        assert owner(cluster, key).client().exists(key) == 1  # on the shard that owns it, nowhere else
+    info = dict(zip(*[iter(client.execute_command("AI.INFO", model))] * 2, strict=True))
+    assert info[b"calls"] == 1 and info[b"samples"] == 2
+    assert [row[0] for row in client.execute_command("AI._MODELSCAN")] == [model.encode()]
+    assert client.execute_command("AI.MODELDEL", model) == b"OK"
+    assert client.execute_command("AI._MODELSCAN") == []
+
+
+def test_outputs_on_several_shards_are_each_written(cluster: LocalCluster, client: redis.Redis) -> None:
+    outs = keys_on_three_shards(cluster, "o")
+    client.execute_command("AI.TENSORSET", "x", "FLOAT", 2, "VALUES", 3, 4)
+    dag = ["AI.DAGEXECUTE", "LOAD", 1, "x", "PERSIST", 3, *outs, "|>",
+           "AI.TENSORSET", outs[0], "FLOAT", 1, "VALUES", 1, "|>",
+           "AI.TENSORSET", outs[1], "FLOAT", 1, "VALUES", 2, "|>",
+           "AI.TENSORSET", outs[2], "FLOAT", 1, "VALUES", 3]
+    assert client.execute_command(*dag) == [b"OK", b"OK", b"OK"]
+    for value, key in enumerate(outs, start=1):
+        assert owner(cluster, key).client().exists(key) == 1
+        assert client.execute_command("AI.TENSORGET", key, "VALUES") == [str(value).encode()]
+
+
+def test_a_wrongtype_output_on_one_shard_is_reported(cluster: LocalCluster, client: redis.Redis) -> None:
+    outs = keys_on_three_shards(cluster, "w")
+    client.set(outs[2], "not a tensor")
+    dag = ["AI.DAGEXECUTE", "PERSIST", 2, outs[0], outs[2], "|>",
+           "AI.TENSORSET", outs[0], "FLOAT", 1, "VALUES", 1, "|>", "AI.TENSORSET", outs[2], "FLOAT", 1, "VALUES", 2]
+    *ops, persisted = client.execute_command(*dag)  # as on one store: the ops' replies, then the PERSIST error
+    assert ops == [b"OK", b"OK"] and isinstance(persisted, redis.ResponseError) and "WRONGTYPE" in str(persisted)
+    assert client.get(outs[2]) == b"not a tensor"
+    assert client.exists(outs[0]) == 0  # checked on every shard before anything was written
+
+
+def test_scripts_reach_keys_on_every_shard(cluster: LocalCluster, client: redis.Redis) -> None:
+    store_script(client, "r", REDIS_SCRIPT, "set_get")
+    for key in keys_on_three_shards(cluster, "s"):
+        run = ["AI.SCRIPTEXECUTE", "r", "set_get", "KEYS", 1, key, "ARGS", 1, "41", "OUTPUTS", 2, "v", "ok"]
+        assert client.execute_command(*run) == b"OK"
+        assert owner(cluster, key).client().get(key) == b"41"
+        assert client.execute_command("AI.TENSORGET", "v", "VALUES") == [41]  # an INT64 tensor
+
+
+def test_relayed_commands_go_to_their_shard_and_cross_slot_is_refused(cluster: LocalCluster,
+                                                                       cluster_server: RunningServer,
+                                                                       client: redis.Redis) -> None:
+    keys = keys_on_three_shards(cluster, "k")
+    for key in keys:
+        assert client.set(key, key) is True
+        assert owner(cluster, key).client().get(key) == key.encode()
+        assert client.get(key) == key.encode()
+    raw = cluster_server.raw()
+    expected = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n"
+    command = f"MSET {keys[0]} 1 {keys[1]} 2\r\n".encode()
+    assert raw.call(command, expected) == expected  # the shared relay's answer, byte for byte
+    assert raw.call(b"MULTI\r\n", b"+OK\r\n") == b"+OK\r\n"
+    assert raw.call(command, expected) == expected  # the client's own session's answer too
+    assert raw.call(b"DISCARD\r\n", b"+OK\r\n") == b"+OK\r\n"
+    raw.close()
+    assert client.mset({"{t}a": 1, "{t}b": 2}) is True
+    assert client.mget("{t}a", "{t}b") == [b"1", b"2"]
+    assert client.dbsize() == 5
+    assert sorted(client.keys("*")) == sorted(k.encode() for k in [*keys, "{t}a", "{t}b"])
+    assert sorted(client.scan_iter(count=2)) == sorted(client.keys("*"))
+    assert client.randomkey() in client.keys("*")
+    keyspace = client.info("keyspace")
+    assert keyspace["db0"]["keys"] == 5
+    assert client.flushall() is True
+    assert all(node.client().dbsize() == 0 for node in cluster.primaries())
+    with pytest.raises(redis.ResponseError, match="SELECT is not allowed in cluster mode"):
+        client.execute_command("SELECT", 1)
+
+
+def test_a_transaction_stays_in_one_slot(cluster: LocalCluster, client: redis.Redis) -> None:
+    pipe = client.pipeline(transaction=True)
+    pipe.set("{u}1", "a").incr("{u}2").get("{u}1")
+    assert pipe.execute() == [True, 1, b"a"]
+    first, other, _ = keys_on_three_shards(cluster, "t")
+    pipe = client.pipeline(transaction=True)
+    pipe.set(first, 1).set(other, 2)
+    with pytest.raises(redis.ResponseError):
+        pipe.execute()
+    assert client.exists(first, ) == 0 and client.exists(other) == 0  # EXEC aborted: nothing written
+    with client.pipeline(transaction=True) as watched:
+        watched.watch(first)
+        watched.multi()
+        watched.set(first, "w")
+        assert watched.execute() == [True]
+    assert client.get(first) == b"w"
+
+
+def test_publish_reaches_subscribers_through_any_node(cluster: LocalCluster, cluster_server: RunningServer) -> None:
+    subscriber = cluster_server.client().pubsub()
+    subscriber.subscribe("news")
+    subscriber.ssubscribe("{shard}news")
+    assert wait_until(lambda: subscriber.get_message(timeout=0.1) is None or True)
+    for node in cluster.primaries():  # PUBLISH on any node reaches a subscriber of any other
+        node.client().publish("news", f"from {node.port}")
+    owner(cluster, "{shard}news").client().execute_command("SPUBLISH", "{shard}news", "sharded")
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 10
+    while len(seen) < 4 and time.monotonic() < deadline:
+        message = subscriber.get_message(timeout=0.2)
+        if message and message["type"] in ("message", "smessage"):
+            seen.append(message["data"])
+    assert sorted(seen) == sorted([*(f"from {n.port}".encode() for n in cluster.primaries()), b"sharded"])
+    subscriber.close()
+
+
+def test_a_moved_slot_is_followed(cluster: LocalCluster, client: redis.Redis) -> None:
+    """An empty slot handed to another primary behind the server's back: the stale map gets MOVED, which the
+    server follows (for AI and relayed commands), and the key lands on the new owner."""
+    key = "moving"
+    slot = key_slot(key.encode())
+    source = owner(cluster, key)
+    target = next(node for node in cluster.primaries() if node.port != source.port)
+    target_id = target.client().execute_command("CLUSTER", "MYID")
+    for node in cluster.primaries():
+        node.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+    assert wait_until(lambda: owner(cluster, key).port == target.port)
+    assert client.set(key, "v") is True
+    assert target.client().get(key) == b"v"
+    client.execute_command("AI.TENSORSET", key + "{x}", "FLOAT", 1, "VALUES", 1)  # another slot: still routed
+    client.delete(key)
+    client.execute_command("AI.TENSORSET", key, "FLOAT", 2, "VALUES", 5, 6)
+    assert target.client().exists(key) == 1
+    assert client.execute_command("AI.TENSORGET", key, "VALUES") == [b"5", b"6"]
+    back = source.client().execute_command("CLUSTER", "MYID")
+    client.delete(key)
+    for node in cluster.primaries():
+        node.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", back)
+    assert wait_until(lambda: owner(cluster, key).port == source.port)
+
+
+def test_tensors_survive_a_round_trip_through_numpy(cluster: LocalCluster, client: redis.Redis) -> None:
+    for key in keys_on_three_shards(cluster, "np"):
+        data = np.arange(6, dtype=np.float32).reshape(2, 3)
+        client.execute_command("AI.TENSORSET", key, "FLOAT", 2, 3, "BLOB", data.tobytes())
+        blob = client.execute_command("AI.TENSORGET", key, "BLOB")
+        assert np.frombuffer(blob, dtype=np.float32).tolist() == data.ravel().tolist()
+
+
+def test_seed_nodes_are_asked_when_the_url_node_is_down(cluster: LocalCluster) -> None:
+    seeds = ",".join(f"127.0.0.1:{node.port}" for node in cluster.primaries())
+    dead = "redis://127.0.0.1:1"  # nothing listens there
+    with running_server(Config(port=0, redis_url=dead, cluster_seeds=seeds, shutdown_timeout=2.0)) as server:
+        conn = server.client()
+        assert conn.execute_command("AI.TENSORSET", "a", "FLOAT", 1, "VALUES", 1) == b"OK"
+        assert owner(cluster, "a").client().exists("a") == 1
+        conn.close()
+
+
+def test_an_unserved_slot_gets_an_error_naming_it(cluster: LocalCluster, client: redis.Redis) -> None:
+    key = "orphan"
+    slot = key_slot(key.encode())
+    node = owner(cluster, key)
+    node.client().execute_command("CLUSTER", "DELSLOTS", slot)
+    try:
+        errors = []
+        for _ in range(3):  # the first may go by the old map (the node answers); then ours names the slot
+            with pytest.raises(redis.ResponseError) as caught:
+                client.execute_command("AI.TENSORSET", key, "FLOAT", 1, "VALUES", 1)
+            errors.append(str(caught.value))
+            time.sleep(0.1)
+        assert all("Hash slot not served" in e or "cluster is down" in e for e in errors), errors
+        assert any(f"slot {slot}" in e for e in errors) or all("cluster is down" in e for e in errors), errors
+        assert client.ping() is True  # the server and this client carry on
+    finally:
+        node.client().execute_command("CLUSTER", "ADDSLOTS", slot)
+        cluster.wait_healthy()
+    assert wait_until(lambda: _writes(client, key))
+
+
+def _writes(client: redis.Redis, key: str) -> bool:
+    try:
+        return bool(client.execute_command("AI.TENSORSET", key, "FLOAT", 1, "VALUES", 1) == b"OK")
+    except redis.ResponseError:
+        return False
+
+
+def test_blocking_commands_wait_on_their_keys_node(cluster: LocalCluster, cluster_server: RunningServer) -> None:
+    waiting, pusher = cluster_server.client(), cluster_server.client()
+    for key in keys_on_three_shards(cluster, "q"):
+        result: list[object] = []
+        thread = threading.Thread(target=_pop_into, args=(waiting, key, result))
+        thread.start()
+        assert wait_until(partial(_blocked_on, owner(cluster, key)))
+        pusher.rpush(key, "job")
+        thread.join(15)
+        assert result == [(key.encode(), b"job")]
+
+
+def _blocked_on(node: ClusterNode) -> bool:
+    return any(entry.get("cmd") == "blpop" for entry in node.client().client_list())
+
+
+def _pop_into(conn: redis.Redis, key: str, out: list[object]) -> None:
+    out.append(conn.blpop([key], timeout=10))

@@ -1,0 +1,67 @@
+"""Slots and key finding for a Redis Cluster, against values Redis itself gives (CLUSTER KEYSLOT)."""
+
+from __future__ import annotations
+
+import pytest
+
+from server.store.cluster_keys import CrossSlot, KeyFinder, SlotTags, common_slot, key_slot
+from server.store.cluster_topology import parse_slots
+from server.store.upstream import StoreAddress
+
+
+def test_key_slots_match_redis() -> None:
+    # CLUSTER KEYSLOT on a real node: a=15495, b=3300, foo=12182, {user1000}.following = slot of user1000
+    assert key_slot(b"a") == 15495 and key_slot(b"b") == 3300 and key_slot(b"foo") == 12182
+    assert key_slot(b"{user1000}.following") == key_slot(b"user1000") == key_slot(b"{user1000}.followers")
+    assert key_slot(b"foo{}{bar}") == key_slot(b"foo{}{bar}")  # an empty tag: the whole key
+    assert key_slot(b"foo{}{bar}") != key_slot(b"bar")
+    assert key_slot(b"foo{{bar}}zap") == key_slot(b"{bar")
+
+
+def test_common_slot_refuses_keys_of_several_slots() -> None:
+    assert common_slot([]) is None and common_slot([b"{t}a", b"{t}b"]) == key_slot(b"t")
+    with pytest.raises(CrossSlot, match="CROSSSLOT Keys in request don't hash to the same slot"):
+        common_slot([b"a", b"b"])
+
+
+def test_slot_tags_map_to_their_slot_without_braces() -> None:
+    tags = SlotTags()
+    for slot in (0, 1, 5460, 16383):
+        tag = tags.of(slot)
+        assert b"{" not in tag and b"}" not in tag and key_slot(b"{" + tag + b"}x") == slot
+
+
+def _spec(begin: list[object], find: list[object]) -> list[object]:
+    return [b"flags", [b"RW"], b"begin_search", begin, b"find_keys", find]
+
+
+def test_key_specs_index_keyword_range_and_keynum() -> None:
+    reply = [
+        [b"get", 2, [], 1, 1, 1, [], [], [_spec([b"type", b"index", b"spec", [b"index", 1]],
+                                              [b"type", b"range", b"spec", [b"lastkey", 0, b"keystep", 1, b"limit", 0]])], []],
+        [b"mset", -3, [], 1, -1, 2, [], [], [_spec([b"type", b"index", b"spec", [b"index", 1]],
+                                               [b"type", b"range", b"spec", [b"lastkey", -1, b"keystep", 2, b"limit", 0]])], []],
+        [b"eval", -3, [], 0, 0, 0, [], [], [_spec([b"type", b"index", b"spec", [b"index", 2]],
+                                              [b"type", b"keynum", b"spec", [b"keynumidx", 0, b"firstkey", 1, b"keystep", 1]])], []],
+        [b"xread", -4, [], 0, 0, 0, [], [], [_spec([b"type", b"keyword", b"spec", [b"keyword", b"STREAMS", b"startfrom", 1]],
+                                               [b"type", b"range", b"spec", [b"lastkey", -1, b"keystep", 1, b"limit", 2]])], []],
+        [b"rename", 3, [], 1, 2, 1, [], [], [], []],  # a store without key specs: first/last/step
+    ]
+    finder = KeyFinder.from_command_reply(reply)
+    assert finder.keys([b"GET", b"k"]) == [b"k"]
+    assert finder.keys([b"MSET", b"a", b"1", b"b", b"2"]) == [b"a", b"b"]
+    assert finder.keys([b"EVAL", b"return 1", b"2", b"x", b"y", b"arg"]) == [b"x", b"y"]
+    assert finder.keys([b"XREAD", b"COUNT", b"2", b"streams", b"s1", b"s2", b"0", b"0"]) == [b"s1", b"s2"]
+    assert finder.keys([b"RENAME", b"a", b"b"]) == [b"a", b"b"]
+    assert finder.keys([b"PING"]) == [] and finder.slot([b"PING"]) is None
+    with pytest.raises(CrossSlot):
+        finder.slot([b"MSET", b"a", b"1", b"b", b"2"])
+
+
+def test_cluster_slots_reply_gives_each_range_its_primary() -> None:
+    seed = StoreAddress(host="127.0.0.1", port=7000, password="pw")
+    reply = [[0, 5460, [b"127.0.0.1", 7000, b"id0"]], [5461, 16383, [b"127.0.0.1", 7001, b"id1"], [b"127.0.0.1", 7004]]]
+    topology = parse_slots(reply, seed)
+    first, second = topology.primary_of(0), topology.primary_of(16383)
+    assert first is not None and second is not None
+    assert (first.port, second.port, second.password) == (7000, 7001, "pw") and topology.covered()
