@@ -4,8 +4,9 @@
 Usage: python -m bench.cluster_bench [--requests N]
 
 For AI.TENSORSET, AI.TENSORGET and AI.MODELEXECUTE (the 64→128→10 MLP, TORCH; the model, its input and its
-output on three different shards of the cluster, then all three in one slot), prints requests/s, p50/p99, our server's CPU µs per
-request (and the store nodes' together), and the ratio to one node of our CPU per request. The cluster keeps
+output on three different shards of the cluster, then all three in one slot), prints requests/s, p50/p99,
+our server's CPU µs per request (and the store nodes' together), and the ratio to one node of our CPU per
+request. The cluster keeps
 no metadata cache (server/store/cluster.py), so one node is measured with its default cache and with
 ``--cache-mb 0`` too: the second ratio is the routing alone.
 """
