@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.base import LoadedModel, RuntimeOptions
+from backends.base import GraphNames, LoadedModel, RuntimeOptions
 from backends.objects import MODEL_MARKER, ModelMeta, decode_model_meta
 from backends.registry import BackendRegistry, default_backends_path
 from dag.inline import InlinePolicy
@@ -94,7 +94,8 @@ class ModelCache(HandleCache[ModelMeta, LoadedModel]):
 
     def _load_now(self, meta: ModelMeta, blob: bytes, options: RuntimeOptions) -> LoadedModel:
         """On a worker thread: importing a runtime the first time takes a second; the loop never waits for it."""
-        return self._backends.get(meta.backend).load_model(blob, meta.device, options)
+        names = GraphNames(meta.inputs, meta.outputs)  # only TF uses them (its INPUTS/OUTPUTS)
+        return self._backends.get(meta.backend).load_model(blob, meta.device, options, names)
 
 
 @dataclass
