@@ -142,10 +142,9 @@ class TfBackend:
                                  inter_op_parallelism_threads=options.inter_op_threads,
                                  allow_soft_placement=True)
         try:
-            session = _v1.Session(graph=graph, config=config)
-        except Exception as exc:
+            return TfModel(_v1.Session(graph=graph, config=config), graph, names)
+        except Exception as exc:  # a session TF cannot make, a placeholder of a type no numpy array has
             raise AIError(msgs.BACKEND_ERROR_FMT.format(detail=_tf_message(exc))) from exc
-        return TfModel(session, graph, names)
 
     def version(self) -> str:
         return str(tf.__version__)

@@ -81,8 +81,9 @@ class ModelCache(HandleCache[ModelMeta, LoadedModel]):
                 self._decoded[key] = meta
         return meta
 
-    def cache_key(self, meta: ModelMeta) -> tuple[str, str, str]:
-        return meta.backend, meta.device.queue_name, meta.digest
+    def cache_key(self, meta: ModelMeta) -> tuple[str, str, str, tuple[str, ...], tuple[str, ...]]:
+        """The names too: one TF GraphDef stored twice with other INPUTS/OUTPUTS is two different models."""
+        return meta.backend, meta.device.queue_name, meta.digest, meta.inputs, meta.outputs
 
     async def build(self, meta: ModelMeta, payload: bytes) -> LoadedModel:
         return await self.load(meta, payload)

@@ -93,6 +93,16 @@ def test_tf_outputs_match_tensorflow(client: redis.Redis, blobs: Blobs) -> None:
     assert client.execute_command("AI.TENSORGET", "p", "META") == [b"dtype", b"FLOAT", b"shape", [5, 3]]
 
 
+def test_one_graph_stored_with_other_outputs_is_another_model(client: redis.Redis, blobs: Blobs) -> None:
+    _store_tf(client, "logits", blobs.dense, ["x"], ["logits"])
+    _store_tf(client, "probs", blobs.dense, ["x"], ["probs"])
+    x = np.ones((1, 4), np.float32)
+    _set(client, "x", x)
+    for key in ("logits", "probs"):
+        client.execute_command("AI.MODELEXECUTE", key, "INPUTS", 1, "x", "OUTPUTS", 1, f"out_{key}")
+        assert np.allclose(_get(client, f"out_{key}", "float32"), tf_models.run_graph(blobs.dense, {"x": x}, [key])[0])
+
+
 def test_tf_int_and_string_tensors(client: redis.Redis, blobs: Blobs) -> None:
     _store_tf(client, "is", blobs.int_string, ["n", "s"], ["twice", "echo"])
     _set(client, "n", np.array([1, -2, 30], np.int32))  # (VALUES refuses negative integers, as RedisAI)
