@@ -8,6 +8,9 @@ FROM python:3.11-slim
 # A CPU-only torch wheel keeps the image small; point pip at a CPU wheel index with
 #   docker build --build-arg PIP_EXTRA_INDEX_URL=<your CPU wheel index> .
 ARG PIP_EXTRA_INDEX_URL=""
+# TF and TFLITE models need two more extras (about 1.5 GB more for tensorflow-cpu, docs/configuration.md):
+#   docker build --build-arg EXTRAS=torch,onnx,tf,tflite,uvloop,metrics .
+ARG EXTRAS=torch,onnx,uvloop,metrics
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
 
 RUN apt-get update \
@@ -22,7 +25,7 @@ COPY server ./server
 COPY dag ./dag
 COPY backends ./backends
 # torch first, exactly this version, so the project's torch range is already met
-RUN pip install "torch==2.13.0" && pip install ".[torch,onnx,uvloop,metrics]"
+RUN pip install "torch==2.13.0" && pip install ".[${EXTRAS}]"
 
 USER redisai
 VOLUME /data

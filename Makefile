@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first, exactly this CPU build, so the project's torch range is already met
 	$(BIN)/pip install --quiet $(TORCH)
-	$(BIN)/pip install --quiet -e '.[torch,onnx,uvloop,metrics,dev]'
+	$(BIN)/pip install --quiet -e '.[torch,onnx,tf,tflite,uvloop,metrics,dev]'
 	touch $(STAMP)
 
 run: venv

@@ -176,6 +176,22 @@ GPU_NOT_AVAILABLE_FMT = "GPU requested but {backend} couldn't find CUDA"
 # RedisAI's backends answer these as they are: Torch without ERR (models and scripts), ONNX with it.
 TORCH_GPU_NOT_AVAILABLE_MSG = GPU_NOT_AVAILABLE_FMT.format(backend="Torch")
 ONNX_GPU_NOT_AVAILABLE_MSG = "ERR " + GPU_NOT_AVAILABLE_FMT.format(backend="ONNX")
+TF_GPU_NOT_AVAILABLE_MSG = "ERR " + GPU_NOT_AVAILABLE_FMT.format(backend="TF")
+TF_INPUT_NODE_NOT_FOUND_FMT = 'ERR Input node named "{name}" not found in TF graph.'  # sic: period, unlike outputs
+TF_OUTPUT_NODE_NOT_FOUND_FMT = 'ERR Output node named "{name}" not found in TF graph'
+TF_INVALID_GRAPHDEF_MSG = "Invalid GraphDef"  # TF's C API text (no ERR)
+TF_INPUT_TYPE_FMT = "Expects arg[{index}] to be {expected} but {given} is provided"  # TF's executor text
+# TFLite's texts, as RedisAI's libtflite_c sets them (no ERR).
+TFLITE_LOAD_FAILED_MSG = "Failed to load model from buffer"
+TFLITE_ALLOCATE_FAILED_MSG = "Failed to allocate tensors"
+TFLITE_RESIZE_FAILED_MSG = "Failed to resize input tensors"
+TFLITE_INVOKE_FAILED_MSG = "Failed to invoke TfLite"
+TFLITE_INPUT_COUNT_MSG = "Inconsistent number of inputs"
+TFLITE_INPUT_TYPE_MSG = "Input tensor type doesn't match the type expected by the model definition"
+TFLITE_HALF_INPUT_MSG = "Float16 not currently supported as input tensor data type"
+TFLITE_HALF_OUTPUT_MSG = "Float16 not currently supported as output tensor data type"
+TFLITE_INPUT_DTYPE_MSG = "Unsupported input data type"
+TFLITE_OUTPUT_DTYPE_MSG = "Unsupported output data type"
 TIMEDOUT_STATUS = "TIMEDOUT"
 # (MODEL_OUTPUT_COUNT_MSG, shared with redisAI.model_execute in scripts, is in the scripts section below.)
 # RedisAI hard-codes these names (upper case whatever the client typed), unlike Redis's wrong_arity().

@@ -17,7 +17,7 @@ import numpy as np
 import onnxruntime as ort
 
 from backends import errors as msgs
-from backends.base import RuntimeOptions
+from backends.base import NO_NAMES, GraphNames, NamedModel, RuntimeOptions
 from backends.device import Device
 from backends.errors import AIError
 
@@ -63,23 +63,14 @@ class Watchdog:
                 options.terminate = True
 
 
-class OnnxModel:
+class OnnxModel(NamedModel):
     """A loaded ONNX model."""
 
     def __init__(self, session: ort.InferenceSession, timeout_ms: int, watchdog: Watchdog) -> None:
+        super().__init__([i.name for i in session.get_inputs()], [o.name for o in session.get_outputs()])
         self._session = session
-        self._inputs = [i.name for i in session.get_inputs()]
-        self._outputs = [o.name for o in session.get_outputs()]
         self._timeout_ms = timeout_ms
         self._watchdog = watchdog
-
-    @property
-    def input_names(self) -> list[str]:
-        return self._inputs
-
-    @property
-    def output_names(self) -> list[str]:
-        return self._outputs
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         feed = dict(zip(self._inputs, inputs, strict=True))
@@ -109,7 +100,9 @@ class OnnxBackend:
     def __init__(self) -> None:
         self._watchdog = Watchdog()
 
-    def load_model(self, blob: bytes, device: Device, options: RuntimeOptions) -> OnnxModel:
+    def load_model(self, blob: bytes, device: Device, options: RuntimeOptions,
+                   names: GraphNames = NO_NAMES) -> OnnxModel:
+        """``names`` is not used: the model names its own inputs and outputs."""
         providers = self._providers(device)
         session_options = ort.SessionOptions()
         session_options.intra_op_num_threads = options.intra_op_threads

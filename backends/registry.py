@@ -18,10 +18,18 @@ from backends.errors import AIError
 
 KNOWN_BACKENDS = ("TF", "TFLITE", "TORCH", "ONNX")
 BACKEND_IMPORTS = {
+    "TF": "backends.tf_backend:TfBackend",
+    "TFLITE": "backends.tflite_backend:TfliteBackend",
     "TORCH": "backends.torch_backend:TorchBackend",
     "ONNX": "backends.onnx_backend:OnnxBackend",
 }
-RUNTIME_PACKAGES = {"TORCH": "torch", "ONNX": "onnxruntime"}
+# Any one of a backend's packages makes it available (TFLITE: LiteRT, or the older tflite-runtime).
+RUNTIME_PACKAGES = {
+    "TF": ("tensorflow",),
+    "TFLITE": ("ai_edge_litert", "tflite_runtime"),
+    "TORCH": ("torch",),
+    "ONNX": ("onnxruntime",),
+}
 
 
 def default_backends_path() -> str:
@@ -39,7 +47,7 @@ class BackendRegistry:
     def get(self, name: str) -> Backend:
         """The backend called ``name`` (upper case), importing it on first use.
 
-        ``ERR Could not load backend`` for a known backend we cannot load (TF, TFLITE, or a missing package).
+        ``ERR Could not load backend`` for a known backend whose runtime package is not installed.
         """
         backend = self._loaded.get(name)
         if backend is not None:
@@ -73,11 +81,20 @@ class BackendRegistry:
 
     def available(self) -> list[str]:
         """The backends whose runtime package is installed, found without importing it."""
-        return [name for name, package in RUNTIME_PACKAGES.items() if importlib.util.find_spec(package) is not None]
+        return [name for name, packages in RUNTIME_PACKAGES.items() if any(map(_installed, packages))]
 
     def loaded(self) -> dict[str, str]:
         """Backend name → runtime version, for the backends loaded so far."""
         return {name: backend.version() for name, backend in self._loaded.items()}
+
+
+def _installed(package: str) -> bool:
+    """Whether ``package`` can be imported, found without importing it (an import hook that refuses it, or a
+    half-imported module without a spec, counts as not installed)."""
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def parse_backend(raw: bytes) -> str:

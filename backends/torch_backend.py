@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from backends import errors as msgs
-from backends.base import RuntimeOptions
+from backends.base import NO_NAMES, GraphNames, NamedModel, RuntimeOptions
 from backends.device import Device
 from backends.errors import AIError, one_line
 from backends.torch_threads import use_intra_op_threads
@@ -47,24 +47,16 @@ def _output_count(module: torch.jit.ScriptModule) -> int:
     return 1
 
 
-class TorchModel:
+class TorchModel(NamedModel):
     """A loaded TorchScript module on one device."""
 
     def __init__(self, module: torch.jit.ScriptModule, device: torch.device, intra_op_threads: int = 1) -> None:
+        arguments = cast(Any, module.forward).schema.arguments
+        # without self; RedisAI: one empty name per returned tensor
+        super().__init__([arg.name for arg in arguments[1:]], [""] * _output_count(module))
         self._module = module
         self._device = device
         self._intra_op_threads = intra_op_threads
-        arguments = cast(Any, module.forward).schema.arguments
-        self._inputs = [arg.name for arg in arguments[1:]]  # without self
-        self._outputs = [""] * _output_count(module)  # RedisAI: one empty name per returned tensor
-
-    @property
-    def input_names(self) -> list[str]:
-        return self._inputs
-
-    @property
-    def output_names(self) -> list[str]:
-        return self._outputs
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         use_intra_op_threads(self._intra_op_threads)  # on this worker thread (backends/torch_threads.py)
@@ -90,7 +82,9 @@ class TorchBackend:
 
     name = "TORCH"
 
-    def load_model(self, blob: bytes, device: Device, options: RuntimeOptions) -> TorchModel:
+    def load_model(self, blob: bytes, device: Device, options: RuntimeOptions,
+                   names: GraphNames = NO_NAMES) -> TorchModel:
+        """``names`` is not used: the model names its own inputs and outputs."""
         target = torch_device(device)
         self._apply_threads(options)
         try:

@@ -239,6 +239,17 @@ class RawClient:
         self.sock.close()
 
 
+def run_in_threads(target: Callable[[int], None], count: int, timeout: float = 60.0) -> bool:
+    """``target(0)`` … ``target(count - 1)``, each on its own thread, all at once; True when every one ended
+    within ``timeout`` seconds (the caller collects what they found)."""
+    threads = [threading.Thread(target=target, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    return not any(thread.is_alive() for thread in threads)
+
+
 def ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

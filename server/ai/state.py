@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.base import LoadedModel, RuntimeOptions
+from backends.base import GraphNames, LoadedModel, RuntimeOptions
 from backends.objects import MODEL_MARKER, ModelMeta, decode_model_meta
 from backends.registry import BackendRegistry, default_backends_path
 from dag.inline import InlinePolicy
@@ -81,8 +81,9 @@ class ModelCache(HandleCache[ModelMeta, LoadedModel]):
                 self._decoded[key] = meta
         return meta
 
-    def cache_key(self, meta: ModelMeta) -> tuple[str, str, str]:
-        return meta.backend, meta.device.queue_name, meta.digest
+    def cache_key(self, meta: ModelMeta) -> tuple[str, str, str, tuple[str, ...], tuple[str, ...]]:
+        """The names too: one TF GraphDef stored twice with other INPUTS/OUTPUTS is two different models."""
+        return meta.backend, meta.device.queue_name, meta.digest, meta.inputs, meta.outputs
 
     async def build(self, meta: ModelMeta, payload: bytes) -> LoadedModel:
         return await self.load(meta, payload)
@@ -94,7 +95,8 @@ class ModelCache(HandleCache[ModelMeta, LoadedModel]):
 
     def _load_now(self, meta: ModelMeta, blob: bytes, options: RuntimeOptions) -> LoadedModel:
         """On a worker thread: importing a runtime the first time takes a second; the loop never waits for it."""
-        return self._backends.get(meta.backend).load_model(blob, meta.device, options)
+        names = GraphNames(meta.inputs, meta.outputs)  # only TF uses them (its INPUTS/OUTPUTS)
+        return self._backends.get(meta.backend).load_model(blob, meta.device, options, names)
 
 
 @dataclass

@@ -10,10 +10,10 @@ INTRA_OP_PARALLELISM, MODEL_EXECUTION_TIMEOUT and BACKEND_MEMORY_LIMIT are load-
 flags, environment, config file): setting them here is ``ERR unsupported subcommand``, as in RedisAI. Our
 one extension: ``AI.CONFIG GET`` answers their values, where RedisAI answers null.
 
-LOADBACKEND loads our backend of that name (TORCH, ONNX) through the backend registry; the path is
-accepted and ignored, since our backends are Python packages, not shared objects. TF and TFLITE, a runtime
-that is not installed, and a backend that is already loaded (also by an earlier MODELSTORE) answer
-``ERR error loading backend``, as RedisAI does when a backend is loaded twice.
+LOADBACKEND loads our backend of that name (TF, TFLITE, TORCH, ONNX) through the backend registry; the path
+is accepted and ignored, since our backends are Python packages, not shared objects. A runtime that is not
+installed (the ``[tf]``/``[tflite]`` extras are optional) and a backend that is already loaded (also by an
+earlier MODELSTORE) answer ``ERR error loading backend``, as RedisAI does when a backend is loaded twice.
 """
 
 from __future__ import annotations

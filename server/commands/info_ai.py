@@ -25,7 +25,9 @@ Fields = list[tuple[str, object]]
 
 REDISAI_COMPAT_VERSION = "1.2.7"
 RDB_ENCODING_VERSION = 4  # RedisAI 1.2.7's; our values are plain strings and hashes (docs/tensor-format.md)
-_RUNTIME_LABELS: Mapping[str, str] = MappingProxyType({"TORCH": "Torch", "ONNX": "onnxruntime"})
+# RedisAI's INFO names of the runtimes (ai_<label>_version).
+_RUNTIME_LABELS: Mapping[str, str] = MappingProxyType({"TF": "TensorFlow", "TFLITE": "TensorFlowLite", "TORCH": "Torch",
+                                                       "ONNX": "onnxruntime"})
 
 
 def render(title: str, fields: Fields) -> str:

@@ -73,7 +73,7 @@ COMMAND_TABLE: Mapping[str, CommandSpec] = MappingProxyType({
                    summary="Returns a tensor's dtype and shape, and its data as a blob or as values.",
                    usage="AI.TENSORGET key [META] [BLOB | VALUES]", after_relays=True),
         ai_command("AI.MODELSTORE", model.cmd_modelstore, flags=("write", "denyoom"), keys=_ONE_KEY,
-                   summary="Stores a TorchScript or ONNX model under a key.",
+                   summary="Stores a TorchScript, ONNX, TF or TFLite model under a key.",
                    usage="AI.MODELSTORE key backend device [TAG tag] [BATCHSIZE n [MINBATCHSIZE m "
                          "[MINBATCHTIMEOUT t]]] [INPUTS n name ... OUTPUTS m name ...] BLOB chunk ...",
                    after_relays=True),

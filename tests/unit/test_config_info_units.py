@@ -51,7 +51,7 @@ def test_parse_config() -> None:
 
 def test_registry_reports_available_without_loading() -> None:
     registry = BackendRegistry()
-    assert set(registry.available()) == {"TORCH", "ONNX"} and registry.loaded() == {}
+    assert set(registry.available()) == {"TF", "TFLITE", "TORCH", "ONNX"} and registry.loaded() == {}
 
 
 def test_info_groups_follow_redis() -> None:
