@@ -58,10 +58,15 @@ class Worker:
         self._advance(ticket)
 
     def _advance(self, ticket: DeviceTicket) -> None:
-        """After a step: wake the run's other devices, then put the ticket back at the head or let it go."""
+        """After a step: tell the run's scheduler (a compiled graph) or wake the run's other devices (a DAG), then
+        put the ticket back at the head or let it go."""
         run = ticket.run
+        done = ticket.current
         ticket.cursor += 1
-        self._wake_other_devices(run)
+        if run.on_step is not None:
+            run.on_step(done)
+        else:
+            self._wake_other_devices(run)
         if ticket.finished or run.is_dead(time.monotonic()):
             self._finish(ticket)
         else:

@@ -13,10 +13,11 @@ from backends.registry import BackendRegistry, default_backends_path
 from dag.inline import InlinePolicy
 from dag.manager import QueueManager
 from dag.runinfo import StepResult
+from server.ai.graphs import GraphCache, Reaper
 from server.ai.handle_cache import HandleCache
 from server.ai.script_cache import ScriptCache
 from server.config import Config
-from server.store.atomic import RECORD_RUN, ScriptCall, stats_key
+from server.store.atomic import ScriptCall, record_run_call
 
 MODEL_CACHE_CAPACITY = 64
 
@@ -108,6 +109,8 @@ class AIState:
     stats: dict[bytes, RunStats] = field(default_factory=dict)
     models: ModelCache = field(init=False)
     scripts: ScriptCache = field(init=False)  # compiled scripts (server/ai/script_cache.py)
+    graphs: GraphCache = field(default_factory=GraphCache)  # decoded stored graphs (server/ai/graphs.py)
+    reaper: Reaper = field(default_factory=Reaper)  # finished graph runs, let go after their reply
     runs: int = 0  # model/script ops that ran since start (INFO ai); RESETSTAT leaves these alone
     run_errors: int = 0
     on_run: Callable[[bytes, RunStats | None, StepResult], None] | None = None  # metrics hook (server/ops/metrics.py)
@@ -134,7 +137,7 @@ class AIState:
             stats.duration_us += added[1]
             stats.samples += added[2]
             stats.errors += added[3]
-        return [(RECORD_RUN, [stats_key(key)], [str(n).encode() for n in added])]
+        return [record_run_call(key, *added)]
 
     def _count_run(self, key: bytes, stats: RunStats | None, result: StepResult) -> None:
         """Server-wide run counters (INFO ai) and the metrics hook; an op that never ran is not counted."""

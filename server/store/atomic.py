@@ -79,6 +79,8 @@ tensors. WRONGTYPE (and nothing written) if any key holds something else than a 
 written) if the model is no longer the one that ran — its metadata came from our cache, and the run is
 done again with what the store holds now. Every SET drops a TTL, as RedisAI's overwrite does."""
 
+ScriptCall = tuple[StoreScript, list[bytes], list[bytes]]
+
 STATS_PREFIX = b"__redisai_stats__:"
 STAT_FIELDS = (b"calls", b"duration", b"samples", b"errors")
 _ZERO_STATS = ", ".join(f"'{name.decode()}', 0" for name in STAT_FIELDS)
@@ -123,6 +125,11 @@ return 1
 """KEYS[1]: a stats key; ARGV: calls, duration (µs), samples and errors to add. Only counters that exist (the
 object was stored, and not renamed or deleted since) count: RedisAI keeps run info by the stored name."""
 
-SCRIPTS = (SET_TENSORS, STORE_OBJECT, DELETE_OBJECT, RECORD_RUN)
 
-ScriptCall = tuple[StoreScript, list[bytes], list[bytes]]
+
+def record_run_call(key: bytes, calls: int, duration_us: int, samples: int, errors: int) -> ScriptCall:
+    """The RECORD_RUN call adding one run's counts to the AI.INFO counters of the object at ``key``."""
+    return RECORD_RUN, [stats_key(key)], [str(n).encode() for n in (calls, duration_us, samples, errors)]
+
+
+SCRIPTS = (SET_TENSORS, STORE_OBJECT, DELETE_OBJECT, RECORD_RUN)
