@@ -63,7 +63,7 @@ class InlinePolicy:
         for index in order:
             if run.is_dead(time.monotonic()):
                 break
-            self._record(run, run.steps[index], queues[index])
+            self._count(queues[index], execute_step(run, run.steps[index], queues[index].name))
         self.inline_runs += 1
         return time.thread_time() - started
 
@@ -89,12 +89,14 @@ class InlinePolicy:
         step = run.steps[0]
         if run.is_dead(time.monotonic()) or step.work is None:
             return
-        self._record(run, step, queue)
-        self.inline_runs += 1
-
-    def _record(self, run: RunInfo, step: Step, queue: DeviceQueue) -> None:
         elapsed = execute_step(run, step, queue.name)
         self._remember(run, step, elapsed * 1_000_000)  # wall time: on the loop thread nothing else runs meanwhile
+        self._count(queue, elapsed)
+        self.inline_runs += 1
+
+    @staticmethod
+    def _count(queue: DeviceQueue, elapsed: float) -> None:
+        """The queue's INFO counters, as if its worker had run the step."""
         ended = time.perf_counter()
         with queue.cond:
             queue.recent.append((ended - elapsed, ended))

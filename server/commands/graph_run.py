@@ -38,7 +38,7 @@ from server.commands.dag import build_steps, execute_parsed, op_works, parse_wit
 from server.commands.dag_ops import ObjectLookup, parse_ops
 from server.commands.graph_args import INTERPRETED, GraphExecuteRequest
 from server.protocol.reply import OK, Status
-from server.store.atomic import ScriptCall, record_run_call
+from server.store.atomic import ScriptCall, merge_record_runs, record_run_call
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ async def _compiled(ctx: ServerContext, keyspace: Keyspace, graph: StoredGraph,
         await _run_steps(ctx, bound, run, size_class(inputs))
     ok = run.error is None and not run.timed_out
     outputs = [encode_tensor(slots[slot]) for slot in graph.plan.output_slots] if ok else []
-    return GraphOutcome(run, outputs, record_stats(ctx.ai, bound.ops, run, bound.step_of_op))
+    return GraphOutcome(run, outputs, merge_record_runs(record_stats(ctx.ai, bound.ops, run, bound.step_of_op)))
 
 
 async def _run_steps(ctx: ServerContext, bound: BoundGraph, run: RunInfo, size: int) -> None:

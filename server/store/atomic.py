@@ -132,4 +132,19 @@ def record_run_call(key: bytes, calls: int, duration_us: int, samples: int, erro
     return RECORD_RUN, [stats_key(key)], [str(n).encode() for n in (calls, duration_us, samples, errors)]
 
 
+def merge_record_runs(calls: list[ScriptCall]) -> list[ScriptCall]:
+    """RECORD_RUN calls for the same counters added up into one call each (a graph running one model in ten
+    ops writes its counters once); other calls are kept, in order."""
+    merged: dict[bytes, list[int]] = {}
+    others: list[ScriptCall] = []
+    for script, keys, args in calls:
+        if script is RECORD_RUN:
+            totals = merged.setdefault(keys[0], [0, 0, 0, 0])
+            for i, value in enumerate(args):
+                totals[i] += int(value)
+        else:
+            others.append((script, keys, args))
+    return [*others, *((RECORD_RUN, [key], [str(n).encode() for n in totals]) for key, totals in merged.items())]
+
+
 SCRIPTS = (SET_TENSORS, STORE_OBJECT, DELETE_OBJECT, RECORD_RUN)
