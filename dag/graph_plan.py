@@ -190,7 +190,7 @@ def decode_plan(raw: bytes) -> GraphPlan:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise AIError(msgs.GRAPH_DAMAGED_MSG) from exc
-    if not isinstance(body, dict):
+    if not isinstance(body, dict) or "format" not in body:
         raise AIError(msgs.GRAPH_DAMAGED_MSG)
     if body.get("format") != PLAN_FORMAT:
         raise AIError(msgs.GRAPH_FORMAT_FMT.format(found=body.get("format"), known=PLAN_FORMAT))
