@@ -272,8 +272,8 @@ def test_a_damaged_or_unknown_compiled_form_is_refused(shared_store: Clients) ->
     ours, _theirs, direct = shared_store
     _store(ours, "dbl", models.torch_double())
     _graph(ours, "g", ["x"], ["y"], _op("dbl", ["x"], ["y"]))
-    compiled = direct.hget("g", "compiled")
-    assert compiled is not None
+    raw: Any = direct.hget("g", "compiled")
+    compiled = bytes(raw)
     for value, message in ((compiled.replace(b'"format":1', b'"format":7'), "format version 7"),
                            (b"{}", "damaged"), (b"garbage", "damaged")):
         direct.hset("g", mapping={"compiled": value, "digest": value.hex()[:16]})  # a new digest: not cached
