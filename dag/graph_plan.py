@@ -6,8 +6,8 @@ writes into a ``GraphPlan``, once, at store time:
 * every name gets one slot (names are single-assignment: a name is an input or the output of exactly one op);
 * each op gets its input and output slots, the ops that consume its outputs, and how many distinct ops it
   waits for (its dependency counter at the start of a run; inputs and constants are ready before it);
-* the ops get an order in which every op comes after its producers (ties by op index), which the
-  interpreted mode feeds the DAG engine and in which the first error of a run is reported.
+* the ops get an order in which every op comes after its producers (constants first, then ties by op
+  index), which the interpreted mode feeds the DAG engine and in which the first error of a run is reported.
 
 It checks what can be checked without the store: every name read is defined, no name is defined twice, the
 graph has no cycle, and every declared output is defined. Errors name the op by its index (1 = the first op
@@ -115,23 +115,24 @@ def _edges(ops: Sequence[OpIO], slots: dict[bytes, int], producer: dict[bytes, i
     return waits
 
 
-def _order(waits: list[list[int]]) -> list[int]:
-    """Kahn's algorithm, smallest op index first among the ready ones; what is left over lies on a cycle."""
+def _order(waits: list[list[int]], constants: set[int]) -> list[int]:
+    """Kahn's algorithm: the constants first (a DAG defines a name before it is read), then the smallest op
+    index first among the ready ones; what is left over lies on a cycle."""
     consumers: list[list[int]] = [[] for _ in waits]
     for op, producers in enumerate(waits):
         for producer in producers:
             consumers[producer].append(op)
     left = [len(producers) for producers in waits]
-    ready = [op for op, count in enumerate(left) if count == 0]
+    ready = [(op not in constants, op) for op, count in enumerate(left) if count == 0]
     heapq.heapify(ready)
     order: list[int] = []
     while ready:
-        op = heapq.heappop(ready)
+        _, op = heapq.heappop(ready)
         order.append(op)
         for consumer in consumers[op]:
             left[consumer] -= 1
             if left[consumer] == 0:
-                heapq.heappush(ready, consumer)
+                heapq.heappush(ready, (True, consumer))
     if len(order) < len(waits):
         stuck = min(op for op, count in enumerate(left) if count > 0)
         raise op_error(stuck, msgs.GRAPH_CYCLE_MSG)
@@ -142,7 +143,7 @@ def plan_graph(inputs: Sequence[bytes], outputs: Sequence[bytes], ops: Sequence[
     """Compile and validate (see the module docstring); raises the first error found."""
     slots, producer = _define(inputs, ops)
     waits = _edges(ops, slots, producer)
-    order = _order(waits)
+    order = _order(waits, {index for index, op in enumerate(ops) if op.constant})
     for name in outputs:
         if name not in slots:
             raise AIError(msgs.GRAPH_OUTPUT_UNDEFINED_FMT.format(name=_name(name)))

@@ -86,3 +86,8 @@ def test_an_unknown_format_version_or_a_damaged_plan_is_refused() -> None:
     for damaged in (json.dumps(body).encode(), b"not json", b"[1, 2]", b'{"format": 1}'):
         with pytest.raises(AIError, match="the stored graph is damaged"):
             decode_plan(damaged)
+
+
+def test_constants_come_first_in_the_run_order() -> None:
+    plan = plan_graph([b"x"], [b"y"], [_io("x k", "y"), _io("", "k", constant=True)])
+    assert plan.order == (1, 0)
