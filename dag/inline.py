@@ -15,6 +15,10 @@ So a single-op run (AI.MODELEXECUTE, or a one-model DAG) runs inline, on the cal
   (scripts may call the store, which the loop thread must never wait for);
 * its device queue is idle, so ops that do queue are not overtaken by a stream of inline ones.
 
+A compiled stored graph (server/commands/graph_run.py) runs whole on the loop thread, producers first, when
+every step is such a model step and the graph's own measured cost (``GraphCosts``, per input size class) is
+at most GRAPH_BUDGET x ``max_us``.
+
 Inline runs keep everything else as it is: the same RunInfo, results, durations (AI.INFO), TIMEOUT checked
 before the op starts, and the queue's INFO counters. ``--inline-op-us 0`` turns it off.
 """
