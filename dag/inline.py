@@ -64,10 +64,14 @@ class InlinePolicy:
     def run_graph_here(self, run: RunInfo, order: Sequence[int], queues: Sequence[DeviceQueue]) -> float:
         """Run the steps in ``order`` (producers first) on this thread, as ``run_here`` does; the CPU seconds."""
         started = time.thread_time()
+        spent: dict[int, list[float]] = {}  # queue → seconds per step: each queue's lock is taken once
         for index in order:
             if run.is_dead(time.monotonic()):
                 break
-            self._count(queues[index], execute_step(run, run.steps[index], queues[index].name))
+            spent.setdefault(id(queues[index]), []).append(execute_step(run, run.steps[index], queues[index].name))
+        for queue in {id(queue): queue for queue in queues}.values():
+            if id(queue) in spent:
+                self._count(queue, *spent[id(queue)])
         self.inline_runs += 1
         return time.thread_time() - started
 
@@ -99,13 +103,18 @@ class InlinePolicy:
         self.inline_runs += 1
 
     @staticmethod
-    def _count(queue: DeviceQueue, elapsed: float) -> None:
-        """The queue's INFO counters, as if its worker had run the step."""
+    def _count(queue: DeviceQueue, *elapsed: float) -> None:
+        """The queue's INFO counters, as if its worker had run the steps (that took ``elapsed`` seconds each,
+        one after the other, ending now)."""
         ended = time.perf_counter()
+        stamps = []
+        for seconds in reversed(elapsed):
+            stamps.append((ended - seconds, ended))
+            ended -= seconds
         with queue.cond:
-            queue.recent.append((ended - elapsed, ended))
-            queue.busy_seconds += elapsed
-            queue.executed += 1
+            queue.recent.extend(reversed(stamps))
+            queue.busy_seconds += sum(elapsed)
+            queue.executed += len(elapsed)
 
 
 class GraphCosts:
