@@ -68,7 +68,8 @@ class InlinePolicy:
         for index in order:
             if run.is_dead(time.monotonic()):
                 break
-            spent.setdefault(id(queues[index]), []).append(execute_step(run, run.steps[index], queues[index].name))
+            elapsed = execute_step(run, run.steps[index], queues[index].name, cpu=False)
+            spent.setdefault(id(queues[index]), []).append(elapsed)
         for queue in {id(queue): queue for queue in queues}.values():
             if id(queue) in spent:
                 self._count(queue, *spent[id(queue)])

@@ -20,7 +20,6 @@ from typing import Any, Generic, TypeVar
 
 from dag.graph_plan import GraphOpSpec, GraphPlan
 from dag.inline import GraphCosts
-from dag.ops import DagOp
 from dag.queues import DeviceQueue
 from dag.runinfo import Step
 
@@ -54,17 +53,15 @@ class Bounded(Generic[K, V]):
 @dataclass(frozen=True, slots=True, eq=False)
 class BoundGraph:
     """A graph bound to its objects' current versions (see the module docstring). Steps are in run order
-    (``StoredGraph.plan.order``); ``ops`` are the parsed ops in that order and ``step_of_op`` their steps."""
+    (``StoredGraph.plan.order``); ``consumers`` and ``deps`` are per step."""
 
-    ops: list[DagOp]
     steps: list[Step]
-    step_of_op: dict[int, int]
     consumers: tuple[tuple[int, ...], ...]
     deps: tuple[int, ...]
     roots: tuple[int, ...]
     queues: tuple[DeviceQueue, ...]
     slots: tuple[Any, ...]  # the slot template: constants in, everything else None
-    by_device: tuple[tuple[str, tuple[int, ...]], ...]
+    by_object: tuple[tuple[bytes, bool, tuple[int, ...]], ...]  # (key, is a model, its steps): AI.INFO counters
     costs: GraphCosts = field(default_factory=GraphCosts)
 
 

@@ -124,20 +124,31 @@ class AIState:
         and a call; a failure adds a call and an error; an op that never ran adds nothing. Returns the update
         of the store's counters (server/store/atomic.py RECORD_RUN) for the caller's next round trip; this
         process's own record (metrics labels, INFO ai) is updated here."""
+        return self.record_many(key, [(result, samples)])
+
+    def record_many(self, key: bytes, runs: list[tuple[StepResult, int]]) -> list[ScriptCall]:
+        """``record`` for several runs of one object (a graph running one model in several ops): each counted
+        here as one run, the store's counters updated by one call with their sums."""
         stats = self.stats.get(key)
-        self._count_run(key, stats, result)
-        if result.ok:
-            added = (1, result.duration_us, samples, 0)
-        elif result.error is not None:
-            added = (1, 0, 0, 1)
-        else:
+        totals = [0, 0, 0, 0]
+        for result, samples in runs:
+            self._count_run(key, stats, result)
+            if result.ok:
+                added = (1, result.duration_us, samples, 0)
+            elif result.error is not None:
+                added = (1, 0, 0, 1)
+            else:
+                continue
+            for i, value in enumerate(added):
+                totals[i] += value
+        if not totals[0]:
             return []
         if stats is not None:
-            stats.calls += added[0]
-            stats.duration_us += added[1]
-            stats.samples += added[2]
-            stats.errors += added[3]
-        return [record_run_call(key, *added)]
+            stats.calls += totals[0]
+            stats.duration_us += totals[1]
+            stats.samples += totals[2]
+            stats.errors += totals[3]
+        return [record_run_call(key, *totals)]
 
     def _count_run(self, key: bytes, stats: RunStats | None, result: StepResult) -> None:
         """Server-wide run counters (INFO ai) and the metrics hook; an op that never ran is not counted."""

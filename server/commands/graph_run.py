@@ -26,19 +26,21 @@ from backends import errors as msgs
 from backends.errors import AIError
 from backends.objects import MODEL_META_FIELDS, SCRIPT_META_FIELDS
 from backends.tensor import Tensor, encode_tensor
+from dag.graph_plan import GraphPlan
 from dag.inline import size_class
-from dag.ops import TensorSetOp
+from dag.ops import DagOp, ModelOp, ScriptOp, TensorSetOp
 from dag.parse import DAGEXECUTE, DagHeader
 from dag.runinfo import RunInfo
 from server.ai.execution import execute_counted
 from server.ai.graphs import BoundGraph, StoredGraph
-from server.ai.steps import deadline_after
+from server.ai.steps import deadline_after, step_samples
 from server.ai.tensor_io import decode_input
-from server.commands.dag import build_steps, execute_parsed, op_works, parse_with_store, record_stats
+from server.commands.dag import build_steps, execute_parsed, op_works, parse_with_store
 from server.commands.dag_ops import ObjectLookup, parse_ops
 from server.commands.graph_args import INTERPRETED, GraphExecuteRequest
+from server.commands.graph_store import load_graph
 from server.protocol.reply import OK, Status
-from server.store.atomic import ScriptCall, merge_record_runs, record_run_call
+from server.store.atomic import STALE_MODEL, ScriptCall, record_run_call
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -52,9 +54,13 @@ class GraphOutcome:
     run: RunInfo
     outputs: list[bytes]
     counters: list[ScriptCall]
+    guards: list[tuple[bytes, str]]  # (key, digest) of the graph and its objects, when read from the cache
 
 
-async def execute_graph(ctx: ServerContext, keyspace: Keyspace, graph: StoredGraph, req: GraphExecuteRequest) -> Any:
+async def execute_graph(ctx: ServerContext, keyspace: Keyspace, graph: StoredGraph, req: GraphExecuteRequest,
+                        again: bool = False) -> Any:
+    """Run and answer. ``again``: the graph or one of its objects changed under a compiled run that used cached
+    metadata (STALEMODEL from the write): run once more with what the store holds; the first was counted."""
     for what, expected, given in (("inputs", graph.inputs, req.inputs), ("outputs", graph.outputs, req.outputs)):
         if len(expected) != len(given):
             raise AIError(msgs.GRAPH_BIND_COUNT_FMT.format(expected=len(expected), what=what, given=len(given)))
@@ -64,26 +70,34 @@ async def execute_graph(ctx: ServerContext, keyspace: Keyspace, graph: StoredGra
         outcome = await _interpreted(ctx, keyspace, graph, req)
     else:
         ctx.ai.graphs.compiled_runs += 1
-        outcome = await _compiled(ctx, keyspace, graph, req)
-    return await _answer(ctx, keyspace, req, outcome, int((time.perf_counter() - started) * 1_000_000))
+        outcome = await _compiled(ctx, keyspace, graph, req, fresh=again)
+    try:
+        return await _answer(ctx, keyspace, req, outcome, int((time.perf_counter() - started) * 1_000_000),
+                             counted=not again)
+    except AIError as exc:
+        if again or not exc.message.startswith(STALE_MODEL):
+            raise
+    return await execute_graph(ctx, keyspace, await load_graph(ctx.ai.graphs, keyspace, req.key, fresh=True), req,
+                               again=True)
 
 
 async def _answer(ctx: ServerContext, keyspace: Keyspace, req: GraphExecuteRequest, outcome: GraphOutcome,
-                  duration_us: int) -> Any:
-    """TIMEDOUT, the first error, or OK after the one write of outputs and counters; the run's state goes to
-    the reaper, to be let go after the reply."""
+                  duration_us: int, counted: bool) -> Any:
+    """TIMEDOUT, the first error, or OK after the one write of outputs and counters (unless ``counted``
+    already); the run's state goes to the reaper, to be let go after the reply."""
     run = outcome.run
     ctx.ai.reaper.defer(run)
     error = run.first_failure() or run.error
     failed = run.timed_out or error is not None
-    counters = [*outcome.counters, record_run_call(req.key, 1, 0 if failed else duration_us, 0, int(failed))]
+    graph_counter = record_run_call(req.key, 1, 0 if failed else duration_us, 0, int(failed))
+    counters = [*outcome.counters, graph_counter] if counted else []
     if failed:
         await keyspace.run_scripts(counters)
         if run.timed_out:
             return Status(msgs.TIMEDOUT_STATUS)
         assert error is not None
         raise error
-    await keyspace.set_tensors(req.outputs, outcome.outputs, also=counters)
+    await keyspace.set_tensors(req.outputs, outcome.outputs, also=counters, guards=outcome.guards)
     return OK
 
 
@@ -97,15 +111,15 @@ async def _interpreted(ctx: ServerContext, keyspace: Keyspace, graph: StoredGrap
     done = await execute_parsed(ctx, keyspace, (list(graph.inputs), loaded), ops, list(graph.outputs),
                                 req.timeout_ms)
     outputs = done.persisted() if done.run.error is None and not done.run.timed_out else []
-    return GraphOutcome(done.run, outputs, done.counters)
+    return GraphOutcome(done.run, outputs, done.counters, [])  # the DAG engine reads the store, not the cache
 
 
 # --- compiled -------------------------------------------------------------------------------------------------------
 
 
-async def _compiled(ctx: ServerContext, keyspace: Keyspace, graph: StoredGraph,
-                    req: GraphExecuteRequest) -> GraphOutcome:
-    inputs, models, scripts = await _read(keyspace, graph, req)
+async def _compiled(ctx: ServerContext, keyspace: Keyspace, graph: StoredGraph, req: GraphExecuteRequest,
+                    fresh: bool) -> GraphOutcome:
+    inputs, models, scripts = await _read(keyspace, graph, req, fresh)
     signature: Hashable = (tuple(_frozen(v) for v in models.values()), tuple(_frozen(v) for v in scripts.values()))
     bound = graph.bindings.get(signature) or graph.bindings.put(signature,
                                                                 await _bind(ctx, keyspace, graph, models, scripts))
@@ -117,7 +131,13 @@ async def _compiled(ctx: ServerContext, keyspace: Keyspace, graph: StoredGraph,
         await _run_steps(ctx, bound, run, size_class(inputs))
     ok = run.error is None and not run.timed_out
     outputs = [encode_tensor(slots[slot]) for slot in graph.plan.output_slots] if ok else []
-    return GraphOutcome(run, outputs, merge_record_runs(record_stats(ctx.ai, bound.ops, run, bound.step_of_op)))
+    counters = [call for key, model, steps in bound.by_object
+                for call in ctx.ai.record_many(key, [(run.results[i], step_samples(run, i) if model else 0)
+                                                     for i in steps])]
+    guards = [(req.key, graph.digest)] if keyspace.caching and not fresh else []
+    if guards:
+        guards += [(key, values[-1].decode()) for key, (values, _exists) in (*models.items(), *scripts.items())]
+    return GraphOutcome(run, outputs, counters, guards)
 
 
 async def _run_steps(ctx: ServerContext, bound: BoundGraph, run: RunInfo, size: int) -> None:
@@ -137,14 +157,16 @@ def _frozen(value: tuple[Any, Any]) -> Hashable:
     return (tuple(values) if isinstance(values, list) else repr(values)), exists
 
 
-async def _read(keyspace: Keyspace, graph: StoredGraph,
-                req: GraphExecuteRequest) -> tuple[list[Tensor], dict[bytes, Any], dict[bytes, Any]]:
-    """The input tensors and the graph's objects' metadata: one round trip without the coherent cache; with it,
-    the metadata from the cache and the inputs in one round trip."""
+async def _read(keyspace: Keyspace, graph: StoredGraph, req: GraphExecuteRequest,
+                fresh: bool) -> tuple[list[Tensor], dict[bytes, Any], dict[bytes, Any]]:
+    """The input tensors and the graph's objects' metadata: one round trip without the coherent cache (or
+    ``fresh``); with it, the metadata from the cache and the inputs in one round trip."""
     metas: list[tuple[bytes, ...]] = [(b"HMGET", key, *MODEL_META_FIELDS) for key in graph.models]
     metas += [(b"HMGET", key, *SCRIPT_META_FIELDS) for key in graph.scripts]
     gets = [(b"GET", key) for key in req.inputs]
-    if keyspace.caching:
+    if fresh:
+        keyspace.forget([*graph.models, *graph.scripts])
+    if keyspace.caching and not fresh:
         found = await keyspace.read_through(metas)
         values = await keyspace.pipeline(gets)
     else:
@@ -173,24 +195,34 @@ async def _bind(ctx: ServerContext, keyspace: Keyspace, graph: StoredGraph, mode
                 scripts: ObjectLookup) -> BoundGraph:
     """The graph tied to these versions of its objects: ops parsed in run order (the errors of a DAG with these
     ops), works loaded, steps and step-level counters built once."""
-    plan = graph.plan
-    order = plan.order
+    plan, order = graph.plan, graph.plan.order
     ops = parse_ops([list(graph.ops[i].argv) for i in order], DAGEXECUTE, models, scripts, ctx.ai.models.decode_meta)
     works = await op_works(ctx, keyspace, ops)
     steps, step_of_op = build_steps(ops, [plan.op_inputs[i] for i in order], [plan.op_outputs[i] for i in order],
                                     works, ctx.metrics)
     step_of = {order[position]: step for position, step in step_of_op.items()}  # op index → step index
-    ops_of_steps = [order[position] for position in sorted(step_of_op, key=step_of_op.__getitem__)]
+    op_of_step = sorted(step_of, key=step_of.__getitem__)
+    deps = tuple(plan.deps[op] for op in op_of_step)
+    return BoundGraph(steps, tuple(tuple(step_of[c] for c in plan.consumers[op]) for op in op_of_step), deps,
+                      tuple(i for i, count in enumerate(deps) if count == 0),
+                      tuple(ctx.ai.queues.queue(step.device) for step in steps), _slot_template(plan, ops),
+                      _by_object(ops, step_of_op))
+
+
+def _slot_template(plan: GraphPlan, ops: list[DagOp]) -> tuple[Any, ...]:
+    """Every slot None but the constants' (``ops`` in run order)."""
     slots: list[Any] = [None] * plan.n_slots
     for position, op in enumerate(ops):
         if isinstance(op, TensorSetOp):
-            slots[plan.op_outputs[order[position]][0]] = op.tensor
-    deps = tuple(plan.deps[op] for op in ops_of_steps)
-    by_device: dict[str, list[int]] = {}
-    for step in steps:
-        by_device.setdefault(step.device, []).append(ops_of_steps[step.index])
-    return BoundGraph(ops, steps, step_of_op,
-                      tuple(tuple(step_of[c] for c in plan.consumers[op]) for op in ops_of_steps), deps,
-                      tuple(i for i, count in enumerate(deps) if count == 0),
-                      tuple(ctx.ai.queues.queue(step.device) for step in steps), tuple(slots),
-                      tuple((device, tuple(ops)) for device, ops in by_device.items()))
+            slots[plan.op_outputs[plan.order[position]][0]] = op.tensor
+    return tuple(slots)
+
+
+def _by_object(ops: list[DagOp], step_of_op: dict[int, int]) -> tuple[tuple[bytes, bool, tuple[int, ...]], ...]:
+    """The steps of each model and script (its AI.INFO counters are written once per run)."""
+    found: dict[tuple[bytes, bool], list[int]] = {}
+    for position, step_index in step_of_op.items():
+        op = ops[position]
+        assert isinstance(op, (ModelOp, ScriptOp))
+        found.setdefault((op.key, isinstance(op, ModelOp)), []).append(step_index)
+    return tuple((key, model, tuple(steps)) for (key, model), steps in found.items())

@@ -94,9 +94,13 @@ def check_graph_head(values: Any, exists: Any) -> str | None:
     return values[2].decode()
 
 
-async def read_head(keyspace: Keyspace, key: bytes) -> str:
-    """The digest of the graph at ``key`` (from the coherent cache when it holds the hash's head)."""
-    (values,) = await keyspace.read_through([(b"HMGET", key, *GRAPH_HEAD_FIELDS)])
+async def read_head(keyspace: Keyspace, key: bytes, fresh: bool = False) -> str:
+    """The digest of the graph at ``key`` (from the coherent cache when it holds the hash's head, unless
+    ``fresh``)."""
+    command = (b"HMGET", key, *GRAPH_HEAD_FIELDS)
+    if fresh:
+        keyspace.forget([key])
+    (values,) = await (keyspace.pipeline([command]) if fresh else keyspace.read_through([command]))
     missing = isinstance(values, list) and all(value is None for value in values)
     exists = await keyspace.call(b"EXISTS", key) if missing else 1
     digest = check_graph_head(values, exists)
@@ -105,9 +109,9 @@ async def read_head(keyspace: Keyspace, key: bytes) -> str:
     return digest
 
 
-async def load_graph(graphs: GraphCache, keyspace: Keyspace, key: bytes) -> StoredGraph:
+async def load_graph(graphs: GraphCache, keyspace: Keyspace, key: bytes, fresh: bool = False) -> StoredGraph:
     """The graph at ``key``: decoded once per digest in this process, as models are loaded once per digest."""
-    digest = await read_head(keyspace, key)
+    digest = await read_head(keyspace, key, fresh)
     cached = graphs.get(digest)
     if cached is not None:
         return cached

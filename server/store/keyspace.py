@@ -129,18 +129,21 @@ class Keyspace:
         return replies
 
     async def set_tensors(self, keys: Sequence[bytes], values: Sequence[Arg], empty_is_free: bool = True,
-                          also: Sequence[ScriptCall] = (), model: tuple[bytes, str] | None = None) -> None:
+                          also: Sequence[ScriptCall] = (), model: tuple[bytes, str] | None = None,
+                          guards: Sequence[tuple[bytes, str]] = ()) -> None:
         """SET every tensor in one atomic step, or none with WRONGTYPE when a key holds something else (an empty
         string counts as free for run outputs, as in RedisAI; AI.TENSORSET passes ``empty_is_free=False``).
         ``also``: more scripts for the same round trip (a run's AI.INFO counters). ``model``: (key, digest) of
-        the model the tensors came from; if the store holds another one now, STALEMODEL and nothing written."""
+        the model the tensors came from; if the store holds another one now, STALEMODEL and nothing written.
+        ``guards``: more (key, digest) pairs checked alike (a stored graph's objects)."""
         if not keys:
             await self.run_scripts(also)
             return
         self.forget(keys)
-        guard = [model[0]] if model is not None else []  # read, not written: its cached metadata stays
-        digest = model[1].encode() if model is not None else b""
-        head: ScriptCall = (SET_TENSORS, [*keys, *guard], [b"1" if empty_is_free else b"0", digest, *to_argv(values)])
+        checked = [*([model] if model is not None else []), *guards]  # read, not written: cached metadata stays
+        digests = " ".join(digest for _key, digest in checked).encode()
+        head: ScriptCall = (SET_TENSORS, [*keys, *(key for key, _digest in checked)],
+                            [b"1" if empty_is_free else b"0", digests, *to_argv(values)])
         reply = (await self.run_scripts([head, *also]))[0]
         if isinstance(reply, AIError):
             raise reply
