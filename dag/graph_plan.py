@@ -6,6 +6,7 @@ writes into a ``GraphPlan``, once, at store time:
 * every name gets one slot (names are single-assignment: a name is an input or the output of exactly one op);
 * each op gets its input and output slots, the ops that consume its outputs, and how many distinct ops it
   waits for (its dependency counter at the start of a run; inputs and constants are ready before it);
+* the keys a run reads besides its inputs (the models and scripts named) are listed once;
 * the ops get an order in which every op comes after its producers (constants first, then ties by op
   index), which the interpreted mode feeds the DAG engine and in which the first error of a run is reported.
 
@@ -66,6 +67,9 @@ class GraphPlan:
     # the ops by device, as far as the models and scripts named were known when the graph was stored (a run
     # groups them by the devices its objects have then: one may be stored, or replaced, later)
     groups: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    # the keys a run reads besides its inputs: the models and the scripts the ops name, each once
+    models: tuple[bytes, ...] = ()
+    scripts: tuple[bytes, ...] = ()
 
     @property
     def roots(self) -> tuple[int, ...]:
@@ -160,6 +164,14 @@ def plan_graph(inputs: Sequence[bytes], outputs: Sequence[bytes], ops: Sequence[
         consumers=tuple(tuple(c) for c in consumers), deps=tuple(len(w) for w in waits), order=tuple(order))
 
 
+def with_keys(plan: GraphPlan, ops: Sequence[GraphOpSpec]) -> GraphPlan:
+    """The plan with the keys its runs read: the models and scripts ``ops`` name, in op order, each once."""
+    named = [(op.kind, op.key) for op in ops if op.key is not None]
+    models = tuple(dict.fromkeys(key for kind, key in named if kind == MODEL_KIND))
+    scripts = tuple(dict.fromkeys(key for kind, key in named if kind == SCRIPT_KIND))
+    return replace(plan, models=models, scripts=scripts)
+
+
 def group_by_device(plan: GraphPlan, devices: Sequence[str | None]) -> GraphPlan:
     """The plan with its ops grouped by ``devices`` (one per op: "" where not known yet, None for a constant,
     which runs nowhere), in run order."""
@@ -175,8 +187,19 @@ def encode_plan(plan: GraphPlan) -> bytes:
     """The plan as compact JSON, with its format version."""
     body = {"format": PLAN_FORMAT, "slots": plan.n_slots, "inputs": plan.input_slots, "outputs": plan.output_slots,
             "op_inputs": plan.op_inputs, "op_outputs": plan.op_outputs, "consumers": plan.consumers,
-            "deps": plan.deps, "order": plan.order, "groups": [[device, ops] for device, ops in plan.groups]}
+            "deps": plan.deps, "order": plan.order, "groups": [[device, ops] for device, ops in plan.groups],
+            "models": _texts(plan.models), "scripts": _texts(plan.scripts)}
     return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _texts(keys: tuple[bytes, ...]) -> list[str]:
+    return [key.decode("latin-1") for key in keys]
+
+
+def _keys(value: Any) -> tuple[bytes, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ValueError("not a list of keys")
+    return tuple(item.encode("latin-1") for item in value)
 
 
 def _ints(value: Any) -> tuple[int, ...]:
@@ -199,7 +222,8 @@ def decode_plan(raw: bytes) -> GraphPlan:
         plan = GraphPlan(int(body["slots"]), _ints(body["inputs"]), _ints(body["outputs"]),
                          tuple(_ints(x) for x in body["op_inputs"]), tuple(_ints(x) for x in body["op_outputs"]),
                          tuple(_ints(x) for x in body["consumers"]), _ints(body["deps"]), _ints(body["order"]),
-                         tuple((str(device), _ints(ops)) for device, ops in body.get("groups", [])))
+                         tuple((str(device), _ints(ops)) for device, ops in body.get("groups", [])),
+                         _keys(body.get("models", [])), _keys(body.get("scripts", [])))
     except (KeyError, TypeError, ValueError) as exc:
         raise AIError(msgs.GRAPH_DAMAGED_MSG) from exc
     _check_shape(plan)

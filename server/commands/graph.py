@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
 from backends.objects import GRAPH_MARKER
-from dag.graph_plan import group_by_device, plan_graph
+from dag.graph_plan import group_by_device, plan_graph, with_keys
 from server.ai.graphs import StoredGraph
 from server.commands.graph_args import parse_graphexecute, parse_graphget_flags, parse_graphstore
 from server.commands.graph_run import execute_graph
@@ -30,7 +30,7 @@ async def cmd_graphstore(client: Client, argv: list[bytes]) -> Any:
     req = parse_graphstore(argv)
     plan = plan_graph(req.inputs, req.outputs, [op.io for op in req.ops])
     keyspace = client.keyspace()
-    plan = group_by_device(plan, await known_devices(keyspace, req))
+    plan = group_by_device(with_keys(plan, req.ops), await known_devices(keyspace, req))
     source = argv[2:]
     digest, fields = graph_hash_fields(req, source, plan)
     await keyspace.run_script(STORE_OBJECT, [req.key, stats_key(req.key)], [GRAPH_MARKER, *fields])

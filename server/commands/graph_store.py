@@ -23,7 +23,7 @@ from backends import errors as msgs
 from backends.device import parse_device_lenient
 from backends.errors import AIError
 from backends.objects import GRAPH_MARKER, MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
-from dag.graph_plan import CONSTANT_KIND, MODEL_KIND, GraphPlan, decode_plan, encode_plan
+from dag.graph_plan import CONSTANT_KIND, MODEL_KIND, GraphPlan, decode_plan, encode_plan, with_keys
 from server.ai.graphs import GraphCache, StoredGraph
 from server.commands.graph_args import GraphStoreRequest, parse_graphstore
 from server.store.keyspace import Keyspace
@@ -53,15 +53,16 @@ def graph_hash_fields(req: GraphStoreRequest, source: list[bytes], plan: GraphPl
 
 
 def stored_graph(digest: str, req: GraphStoreRequest, source: list[bytes], plan: GraphPlan) -> StoredGraph:
-    keys = [(op.kind, op.key) for op in req.ops if op.key is not None]
-    models = tuple(dict.fromkeys(key for kind, key in keys if kind == MODEL_KIND))
-    scripts = tuple(dict.fromkeys(key for kind, key in keys if kind != MODEL_KIND))
-    return StoredGraph(digest, req.tag, req.inputs, req.outputs, req.ops, plan, models, scripts, tuple(source))
+    return StoredGraph(digest, req.tag, req.inputs, req.outputs, req.ops, plan, plan.models, plan.scripts,
+                       tuple(source))
 
 
 def _fits(plan: GraphPlan, req: GraphStoreRequest) -> bool:
+    """The compiled form belongs to this source: the same ops, inputs, outputs and keys read."""
+    keys = with_keys(plan, req.ops)
     return (len(plan.deps) == len(req.ops) and len(plan.input_slots) == len(req.inputs)
-            and len(plan.output_slots) == len(req.outputs))
+            and len(plan.output_slots) == len(req.outputs) and (keys.models, keys.scripts) == (plan.models,
+                                                                                              plan.scripts))
 
 
 def decode_graph(key: bytes, digest: str, source: Any, compiled: Any) -> StoredGraph:

@@ -293,3 +293,30 @@ def test_two_devices_run_branches_at_once(store: str) -> None:
         _graph(conn, "g", ["x"], ["a", "b"], _op("s0", ["x"], ["a"]), _op("s1", ["x"], ["b"]))
         assert _execute(conn, "g", ["x"], ["oa", "ob"]) == b"OK"
         assert_overlapped(server, "CPU:0", "CPU:1")
+
+
+def test_model_ops_of_concurrent_runs_are_batched(server: RunningServer) -> None:
+    """A model stored with BATCHSIZE 2 MINBATCHSIZE 2 (no timeout) runs only in batches of two: two clients'
+    graph runs complete only by being batched together, and each gets its own rows back."""
+    setup = server.client()
+    setup.execute_command("AI.MODELSTORE", "b", "TORCH", "CPU", "BATCHSIZE", 2, "MINBATCHSIZE", 2,
+                          "BLOB", models.torch_double())
+    _store(setup, "add", models.torch_add())
+    _graph(setup, "g", ["x"], ["y"], _op("add", ["x", "x"], ["s"]), _op("b", ["s"], ["y"]))
+    queue = server.server.ctx.ai.queues.queue("CPU")
+    batched = queue.batched_requests
+    results: dict[int, Any] = {}
+
+    def one(value: int) -> None:
+        conn = server.client()
+        conn.execute_command("AI.TENSORSET", f"in{value}", "FLOAT", 1, 2, "VALUES", value, value)
+        results[value] = (_execute(conn, "g", [f"in{value}"], [f"out{value}"]), tensor_values(conn, f"out{value}"))
+        conn.close()
+
+    threads = [threading.Thread(target=one, args=(value,)) for value in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert results == {1: (b"OK", [4.0, 4.0]), 2: (b"OK", [8.0, 8.0])}
+    assert queue.batched_requests - batched == 2

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from backends.errors import AIError
-from dag.graph_plan import OpIO, decode_plan, encode_plan, group_by_device, plan_graph
+from dag.graph_plan import GraphOpSpec, OpIO, decode_plan, encode_plan, group_by_device, plan_graph, with_keys
 
 
 def _io(inputs: str, outputs: str, constant: bool = False) -> OpIO:
@@ -72,6 +72,10 @@ def test_the_plan_round_trips_through_its_stored_form() -> None:
     plan = plan_graph([b"x"], [b"y"], [_io("", "k", constant=True), _io("x k", "a"), _io("a", "y")])
     plan = group_by_device(plan, [None, "CPU", "CPU:1"])
     assert plan.groups == (("CPU", (1,)), ("CPU:1", (2,)))
+    specs = [GraphOpSpec("constant", None, _io("", "k", True), ()), GraphOpSpec("model", b"m\xff", _io("x k", "a"), ()),
+             GraphOpSpec("script", b"s", _io("a", "y"), ()), GraphOpSpec("model", b"m\xff", _io("a", "z"), ())]
+    plan = with_keys(plan, specs)
+    assert (plan.models, plan.scripts) == ((b"m\xff",), (b"s",))
     assert decode_plan(encode_plan(plan)) == plan
 
 
