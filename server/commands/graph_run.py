@@ -119,6 +119,8 @@ async def _interpreted(ctx: ServerContext, keyspace: Keyspace, graph: StoredGrap
 
 async def _compiled(ctx: ServerContext, keyspace: Keyspace, graph: StoredGraph, req: GraphExecuteRequest,
                     fresh: bool) -> GraphOutcome:
+    """Read, bind (or reuse the binding for these object versions), run, and collect what the write needs.
+    ``fresh``: read the graph's objects from the store, not the coherent cache."""
     inputs, models, scripts = await _read(keyspace, graph, req, fresh)
     signature: Hashable = (tuple(_frozen(v) for v in models.values()), tuple(_frozen(v) for v in scripts.values()))
     bound = graph.bindings.get(signature) or graph.bindings.put(signature,
@@ -131,13 +133,22 @@ async def _compiled(ctx: ServerContext, keyspace: Keyspace, graph: StoredGraph, 
         await _run_steps(ctx, bound, run, size_class(inputs))
     ok = run.error is None and not run.timed_out
     outputs = [encode_tensor(slots[slot]) for slot in graph.plan.output_slots] if ok else []
-    counters = [call for key, model, steps in bound.by_object
-                for call in ctx.ai.record_many(key, [(run.results[i], step_samples(run, i) if model else 0)
-                                                     for i in steps])]
-    guards = [(req.key, graph.digest)] if keyspace.caching and not fresh else []
-    if guards:
-        guards += [(key, values[-1].decode()) for key, (values, _exists) in (*models.items(), *scripts.items())]
-    return GraphOutcome(run, outputs, counters, guards)
+    cached = keyspace.caching and not fresh
+    guards = [(req.key, graph.digest), *_digests(models), *_digests(scripts)] if cached else []
+    return GraphOutcome(run, outputs, _counters(ctx, bound, run), guards)
+
+
+def _counters(ctx: ServerContext, bound: BoundGraph, run: RunInfo) -> list[ScriptCall]:
+    """AI.INFO of the graph's models and scripts: one update per object (samples: dim 0 of a model op's first
+    output; scripts count none)."""
+    return [call for key, model, steps in bound.by_object
+            for call in ctx.ai.record_many(key, [(run.results[i], step_samples(run, i) if model else 0)
+                                                 for i in steps])]
+
+
+def _digests(objects: dict[bytes, Any]) -> list[tuple[bytes, str]]:
+    """(key, digest) of each object as read (digest is the last metadata field of models and scripts alike)."""
+    return [(key, values[-1].decode()) for key, (values, _exists) in objects.items()]
 
 
 async def _run_steps(ctx: ServerContext, bound: BoundGraph, run: RunInfo, size: int) -> None:

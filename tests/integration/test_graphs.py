@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 import redis
 
+from backends.errors import AIError
 from server.config import Config
 from tests import models
 from tests.scripts import SCRIPT
@@ -320,3 +322,23 @@ def test_model_ops_of_concurrent_runs_are_batched(server: RunningServer) -> None
         thread.join(30)
     assert results == {1: (b"OK", [4.0, 4.0]), 2: (b"OK", [8.0, 8.0])}
     assert queue.batched_requests - batched == 2
+
+
+def test_the_output_write_checks_every_guarded_digest(server: RunningServer) -> None:
+    """What keeps a compiled run on cached metadata honest: the write refuses (STALEMODEL, nothing written)
+    when the graph or any object it ran has another digest in the store now."""
+    conn = server.client()
+    _store(conn, "dbl", models.torch_double())
+    _graph(conn, "g", ["x"], ["y"], _op("dbl", ["x"], ["y"]))
+    digests = {key: (conn.hget(key, "digest") or b"").decode() for key in ("g", "dbl")}
+    keyspace = server.server.ctx.keyspace(0)
+
+    def write(guards: list[tuple[bytes, str]]) -> None:
+        coroutine = keyspace.set_tensors([b"out"], [b""], guards=guards)
+        asyncio.run_coroutine_threadsafe(coroutine, server.loop).result(10)
+
+    with pytest.raises(AIError, match=r"^STALEMODEL"):
+        write([(b"g", digests["g"]), (b"dbl", "0" * 64)])
+    assert conn.exists("out") == 0
+    write([(b"g", digests["g"]), (b"dbl", digests["dbl"])])
+    assert conn.exists("out") == 1
