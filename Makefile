@@ -35,6 +35,7 @@ bench: venv
 	$(BIN)/python -m bench.tensor_bench
 	$(BIN)/python -m bench.model_bench
 	$(BIN)/python -m bench.dag_bench
+	$(BIN)/python -m bench.graph_bench
 	$(BIN)/python -m bench.batching_bench
 	$(BIN)/python -m bench.startup
 	$(BIN)/python -m bench.rss_bench

@@ -31,6 +31,7 @@ from backends.errors import AIError
 MARKER_FIELD = b"__redisai__"
 MODEL_MARKER = b"model"
 SCRIPT_MARKER = b"script"
+GRAPH_MARKER = b"graph"  # a stored graph (server/commands/graph_store.py)
 MODEL_META_FIELDS = (MARKER_FIELD, b"backend", b"device", b"tag", b"batchsize", b"minbatchsize", b"minbatchtimeout",
                      b"inputs", b"outputs", b"digest")
 

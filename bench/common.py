@@ -11,10 +11,11 @@ from __future__ import annotations
 import csv
 import io
 import os
+import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
@@ -119,6 +120,23 @@ def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[objec
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]
     for line in (header, *rows):
         print("  ".join(str(cell).rjust(width) for cell, width in zip(line, widths, strict=False)))
+
+
+def median_ms(action: Callable[[], object], calls: int) -> float:
+    """The median wall time of ``calls`` calls of ``action``, in ms."""
+    samples = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        action()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples) * 1000
+
+
+def store_two_device_models(conn: redis.Redis, blob: bytes) -> None:
+    """The two-device comparison's models (s0 on CPU:0, s1 on CPU:1; c0 and c1 both on CPU) and its input."""
+    for key, device in (("s0", "CPU:0"), ("s1", "CPU:1"), ("c0", "CPU"), ("c1", "CPU")):
+        conn.execute_command("AI.MODELSTORE", key, "TORCH", device, "BLOB", blob)
+    conn.execute_command("AI.TENSORSET", "img", "FLOAT", 256, 256, "BLOB", bytes(256 * 256 * 4))
 
 
 def stack() -> ExitStack:

@@ -13,39 +13,26 @@ Usage: python -m bench.dag_bench [--calls N]
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections.abc import Callable
 
 import numpy as np
 import redis
 
-from bench.common import CELL_NAMES, measure, our_server, print_table, target
+from bench.common import CELL_NAMES, measure, median_ms, our_server, print_table, store_two_device_models, target
 from tests import models
-
-
-def _median_ms(action: Callable[[], object], calls: int) -> float:
-    samples = []
-    for _ in range(calls):
-        started = time.perf_counter()
-        action()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples) * 1000
 
 
 def two_devices(conn: redis.Redis, calls: int) -> list[list[str]]:
     blob = models.torch_slow()
-    for key, device in (("s0", "CPU:0"), ("s1", "CPU:1"), ("c0", "CPU"), ("c1", "CPU")):
-        conn.execute_command("AI.MODELSTORE", key, "TORCH", device, "BLOB", blob)
-    conn.execute_command("AI.TENSORSET", "img", "FLOAT", 256, 256, "BLOB", bytes(256 * 256 * 4))
+    store_two_device_models(conn, blob)
 
     def dag(first: str, second: str) -> Callable[[], object]:
         return lambda: conn.execute_command(
             "AI.DAGEXECUTE", "LOAD", 1, "img", "|>", "AI.MODELEXECUTE", first, "INPUTS", 1, "img", "OUTPUTS", 1, "a",
             "|>", "AI.MODELEXECUTE", second, "INPUTS", 1, "img", "OUTPUTS", 1, "b")
 
-    one = _median_ms(dag("c0", "c1"), calls)
-    two = _median_ms(dag("s0", "s1"), calls)
+    one = median_ms(dag("c0", "c1"), calls)
+    two = median_ms(dag("s0", "s1"), calls)
     return [["2 branches, 1 device (CPU)", f"{one:.1f}", "1.00x"],
             ["2 branches, 2 devices (CPU:0, CPU:1)", f"{two:.1f}", f"{one / two:.2f}x"]]
 
@@ -64,9 +51,9 @@ def round_trips(conn: redis.Redis, calls: int) -> list[list[str]]:
                                     "BLOB", blob, "|>", "AI.MODELEXECUTE", "mlp", "INPUTS", 1, "in", "OUTPUTS", 1,
                                     "out", "|>", "AI.TENSORGET", "out", "BLOB")
 
-    _median_ms(separate, 50)
-    three = _median_ms(separate, calls)
-    dag = _median_ms(one_dag, calls)
+    median_ms(separate, 50)
+    three = median_ms(separate, calls)
+    dag = median_ms(one_dag, calls)
     return [["TENSORSET + MODELEXECUTE + TENSORGET", f"{three:.3f}", "1.00x"],
             ["one AI.DAGEXECUTE", f"{dag:.3f}", f"{three / dag:.2f}x"]]
 

@@ -15,6 +15,10 @@ So a single-op run (AI.MODELEXECUTE, or a one-model DAG) runs inline, on the cal
   (scripts may call the store, which the loop thread must never wait for);
 * its device queue is idle, so ops that do queue are not overtaken by a stream of inline ones.
 
+A compiled stored graph (server/commands/graph_run.py) runs whole on the loop thread, producers first, when
+every step is such a model step and the graph's own measured cost (``GraphCosts``, per input size class) is
+at most GRAPH_BUDGET x ``max_us``.
+
 Inline runs keep everything else as it is: the same RunInfo, results, durations (AI.INFO), TIMEOUT checked
 before the op starts, and the queue's INFO counters. ``--inline-op-us 0`` turns it off.
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import time
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 from dag.queues import DeviceQueue
@@ -30,6 +35,7 @@ from dag.runinfo import RunInfo, Step
 from dag.worker import execute_step
 
 SMOOTHING = 0.2  # weight of the newest observation in a model's cost estimate
+GRAPH_BUDGET = 4  # a compiled graph runs inline while its whole run costs at most this many times max_us
 
 
 class InlinePolicy:
@@ -42,14 +48,33 @@ class InlinePolicy:
         self._cost_us: weakref.WeakKeyDictionary[Any, dict[int, float]] = weakref.WeakKeyDictionary()
 
     def eligible(self, run: RunInfo, queue: DeviceQueue) -> bool:
-        if self.max_us <= 0 or len(run.steps) != 1 or queue.items:
+        if self.max_us <= 0 or len(run.steps) != 1 or not _may_run_here(run.steps[0], queue):
             return False
         step = run.steps[0]
-        key = _cost_key(step)
-        if key is None or step.batch is not None or step.side_effects or not step.device.startswith("CPU"):
-            return False
-        cost = self._cost_us.get(key, {}).get(_size_class(run, step))
+        cost = self._cost_us.get(_cost_key(step), {}).get(_size_class(run, step))
         return cost is not None and cost <= self.max_us
+
+    def graph_eligible(self, steps: Sequence[Step], queues: Sequence[DeviceQueue], estimate_us: float | None) -> bool:
+        """A compiled graph runs whole on the loop thread when every step may (model steps on idle CPU queues,
+        no batching, no scripts) and its last runs cost at most GRAPH_BUDGET x ``max_us`` of CPU in all."""
+        if self.max_us <= 0 or estimate_us is None or estimate_us > GRAPH_BUDGET * self.max_us:
+            return False
+        return all(_may_run_here(step, queue) for step, queue in zip(steps, queues, strict=True))
+
+    def run_graph_here(self, run: RunInfo, order: Sequence[int], queues: Sequence[DeviceQueue]) -> float:
+        """Run the steps in ``order`` (producers first) on this thread, as ``run_here`` does; the CPU seconds."""
+        started = time.thread_time()
+        spent: dict[int, list[float]] = {}  # queue → seconds per step: each queue's lock is taken once
+        for index in order:
+            if run.is_dead(time.monotonic()):
+                break
+            elapsed = execute_step(run, run.steps[index], queues[index].name, cpu=False)
+            spent.setdefault(id(queues[index]), []).append(elapsed)
+        for queue in {id(queue): queue for queue in queues}.values():
+            if id(queue) in spent:
+                self._count(queue, *spent[id(queue)])
+        self.inline_runs += 1
+        return time.thread_time() - started
 
     def observe(self, run: RunInfo) -> None:
         """After a worker ran it: remember what the op of a single-op run cost."""
@@ -75,18 +100,54 @@ class InlinePolicy:
             return
         elapsed = execute_step(run, step, queue.name)
         self._remember(run, step, elapsed * 1_000_000)  # wall time: on the loop thread nothing else runs meanwhile
+        self._count(queue, elapsed)
         self.inline_runs += 1
+
+    @staticmethod
+    def _count(queue: DeviceQueue, *elapsed: float) -> None:
+        """The queue's INFO counters, as if its worker had run the steps (that took ``elapsed`` seconds each,
+        one after the other, ending now)."""
         ended = time.perf_counter()
+        stamps = []
+        for seconds in reversed(elapsed):
+            stamps.append((ended - seconds, ended))
+            ended -= seconds
         with queue.cond:
-            queue.recent.append((ended - elapsed, ended))
-            queue.busy_seconds += elapsed
-            queue.executed += 1
+            queue.recent.extend(reversed(stamps))
+            queue.busy_seconds += sum(elapsed)
+            queue.executed += len(elapsed)
+
+
+class GraphCosts:
+    """The CPU µs one compiled graph's runs cost, by the size class of its inputs (its ``graph_eligible``
+    estimate): measured on the workers (the sum of its steps) and on the loop thread alike."""
+
+    def __init__(self) -> None:
+        self._cost_us: dict[int, float] = {}
+
+    def estimate(self, size: int) -> float | None:
+        return self._cost_us.get(size)
+
+    def observe(self, size: int, cost_us: float) -> None:
+        previous = self._cost_us.get(size)
+        self._cost_us[size] = cost_us if previous is None else previous + SMOOTHING * (cost_us - previous)
+
+
+def size_class(tensors: Sequence[Any]) -> int:
+    """Total bytes of ``tensors``, to a power of two: costs are kept per size class."""
+    return max(sum(getattr(getattr(t, "array", None), "nbytes", 0) for t in tensors), 1).bit_length()
+
+
+def _may_run_here(step: Step, queue: DeviceQueue) -> bool:
+    """A model step (scripts may call the store, which the loop must never wait for) on an idle CPU queue, with
+    no auto-batching (BATCHSIZE needs the queue to gather requests)."""
+    return (_cost_key(step) is not None and step.batch is None and step.device.startswith("CPU")
+            and not queue.items)
 
 
 def _size_class(run: RunInfo, step: Step) -> int:
     """The inputs' total bytes, rounded up to a power of two: costs are kept per size class."""
-    total = sum(getattr(getattr(run.slots[i], "array", None), "nbytes", 0) for i in step.inputs)
-    return max(total, 1).bit_length()
+    return size_class([run.slots[i] for i in step.inputs])
 
 
 def _cost_key(step: Step) -> Any:

@@ -9,7 +9,7 @@ import threading
 import time
 
 from dag.queues import DeviceQueue
-from dag.runinfo import RunInfo, make_tickets
+from dag.runinfo import DeviceTicket, RunInfo, Step, make_tickets
 from dag.worker import Worker
 
 
@@ -52,6 +52,12 @@ class QueueManager:
         for ticket in tickets:
             ticket.enqueued_at = time.monotonic()
             self.queues[ticket.device].push_back(ticket)
+
+    def push_step(self, run: RunInfo, step: Step) -> None:
+        """One ready step of a compiled graph as its own ticket at the tail of its device's queue (the caller
+        counted it in the run's reference count)."""
+        ticket = DeviceTicket(run, step.device, [step.index])
+        self.queue(step.device).push_back(ticket)
 
     def close(self, timeout: float) -> None:
         """Stop the workers once their queues are empty; wait up to ``timeout`` seconds for them."""

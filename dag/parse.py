@@ -97,7 +97,8 @@ def _timeout(argv: list[bytes], pos: int) -> int | None:
     return parse_timeout(raw, msgs.NO_TIMEOUT_VALUE_MSG, zero_means_none=True)
 
 
-def _collect_op(argv: list[bytes], pos: int) -> list[bytes]:
+def collect_op(argv: list[bytes], pos: int) -> list[bytes]:
+    """The op starting at ``pos``: every argument up to the next ``|>`` (AI.GRAPHSTORE splits its ops so too)."""
     end = pos
     while end < len(argv) and argv[end] != OP_SEPARATOR:
         end += 1
@@ -141,7 +142,7 @@ def parse_header(argv: list[bytes], kind: DagKind) -> DagHeader:
     try:
         while pos < len(argv):
             if argv[pos] == OP_SEPARATOR and pos < len(argv) - 1:
-                header.ops.append(_collect_op(argv, pos + 1))
+                header.ops.append(collect_op(argv, pos + 1))
                 pos += 1 + len(header.ops[-1])
             elif argv[pos].upper() in _CLAUSES:
                 pos = _header_clause(header, argv, pos, kind)

@@ -83,6 +83,9 @@ class RunInfo:
     timed_out: bool = False
     cancelled: bool = False
     waiters: list[Any] = field(default_factory=list)  # the DeviceQueues holding this run's tickets
+    # after each step on a worker: a compiled graph's scheduler (dag/compiled.py) pushes the steps it made
+    # ready; None (a DAG): the worker wakes the run's other queues, whose tickets look at their inputs again
+    on_step: Callable[[Step], None] | None = None
 
     def __post_init__(self) -> None:
         if not self.results:
@@ -96,6 +99,10 @@ class RunInfo:
             self.timed_out = True
             return True
         return False
+
+    def first_failure(self) -> AIError | None:
+        """The error of the failed step that comes first in step order: one answer however the devices raced."""
+        return next((result.error for result in self.results if result.error is not None), None)
 
     def ready(self, step: Step) -> bool:
         slots = self.slots

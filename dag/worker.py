@@ -58,10 +58,15 @@ class Worker:
         self._advance(ticket)
 
     def _advance(self, ticket: DeviceTicket) -> None:
-        """After a step: wake the run's other devices, then put the ticket back at the head or let it go."""
+        """After a step: tell the run's scheduler (a compiled graph) or wake the run's other devices (a DAG), then
+        put the ticket back at the head or let it go."""
         run = ticket.run
+        done = ticket.current
         ticket.cursor += 1
-        self._wake_other_devices(run)
+        if run.on_step is not None:
+            run.on_step(done)
+        else:
+            self._wake_other_devices(run)
         if ticket.finished or run.is_dead(time.monotonic()):
             self._finish(ticket)
         else:
@@ -120,13 +125,14 @@ class Worker:
             run.on_done(run)
 
 
-def execute_step(run: RunInfo, step: Step, device: str) -> float:
+def execute_step(run: RunInfo, step: Step, device: str, cpu: bool = True) -> float:
     """Run ``step`` (which has work) on the calling thread and record how it ended; the seconds it took.
 
-    Also records the op's CPU time on this thread, which dag/inline.py uses to tell a small op from a big one
-    (wall time on a worker includes waiting for the GIL)."""
+    Also records the op's CPU time on this thread (``cpu``), which dag/inline.py uses to tell a small op from
+    a big one (wall time on a worker includes waiting for the GIL); a graph run inline measures its whole run
+    instead."""
     inputs = [run.slots[i] for i in step.inputs]
-    started, cpu_started = time.perf_counter(), time.thread_time_ns()
+    started, cpu_started = time.perf_counter(), time.thread_time_ns() if cpu else 0
     assert step.work is not None
     try:
         outputs = step.work(inputs)
@@ -137,7 +143,8 @@ def execute_step(run: RunInfo, step: Step, device: str) -> float:
         run.record_failure(step, _op_failed(exc), _micros_since(started))
     else:
         run.record_success(step, outputs, _micros_since(started))
-    run.results[step.index].cpu_us = (time.thread_time_ns() - cpu_started) // 1000
+    if cpu:
+        run.results[step.index].cpu_us = (time.thread_time_ns() - cpu_started) // 1000
     return time.perf_counter() - started
 
 

@@ -8,7 +8,9 @@ skips its remaining ops at the next step, and nothing is written.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
 
+from dag.compiled import StepCounters
 from dag.inline import InlinePolicy
 from dag.manager import QueueManager
 from dag.runinfo import RunInfo
@@ -33,7 +35,9 @@ async def execute_run(queues: QueueManager, run: RunInfo, inline: InlinePolicy |
     return finished
 
 
-async def _on_workers(queues: QueueManager, run: RunInfo) -> RunInfo:
+async def _on_workers(queues: QueueManager, run: RunInfo,
+                      submit: Callable[[RunInfo], None] | None = None) -> RunInfo:
+    """Hand ``run`` to the workers (``submit``; all of it at once by default) and await its last ticket."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[RunInfo] = loop.create_future()
 
@@ -44,7 +48,7 @@ async def _on_workers(queues: QueueManager, run: RunInfo) -> RunInfo:
             pass
 
     run.on_done = on_done
-    queues.submit(run)
+    (submit or queues.submit)(run)
     try:
         return await future
     except asyncio.CancelledError:
@@ -52,3 +56,15 @@ async def _on_workers(queues: QueueManager, run: RunInfo) -> RunInfo:
         for queue in run.waiters:
             queue.wake()
         raise
+
+
+async def execute_counted(queues: QueueManager, run: RunInfo, consumers: Sequence[Sequence[int]],
+                          deps: Sequence[int], roots: Sequence[int]) -> RunInfo:
+    """A compiled graph's run on the workers: only ``roots`` are queued; each other step is pushed by the
+    worker that ends its last producer (dag/compiled.py)."""
+
+    def submit(started: RunInfo) -> None:
+        started.waiters = list({id(q): q for q in (queues.queue(step.device) for step in started.steps)}.values())
+        StepCounters(started, consumers, deps, queues.push_step).start(roots)
+
+    return await _on_workers(queues, run, submit)

@@ -13,10 +13,11 @@ from backends.registry import BackendRegistry, default_backends_path
 from dag.inline import InlinePolicy
 from dag.manager import QueueManager
 from dag.runinfo import StepResult
+from server.ai.graphs import GraphCache, Reaper
 from server.ai.handle_cache import HandleCache
 from server.ai.script_cache import ScriptCache
 from server.config import Config
-from server.store.atomic import RECORD_RUN, ScriptCall, stats_key
+from server.store.atomic import ScriptCall, record_run_call, stats_key
 
 MODEL_CACHE_CAPACITY = 64
 
@@ -110,6 +111,8 @@ class AIState:
     stats: dict[bytes, RunStats] = field(default_factory=dict)
     models: ModelCache = field(init=False)
     scripts: ScriptCache = field(init=False)  # compiled scripts (server/ai/script_cache.py)
+    graphs: GraphCache = field(default_factory=GraphCache)  # decoded stored graphs (server/ai/graphs.py)
+    reaper: Reaper = field(default_factory=Reaper)  # finished graph runs, let go after their reply
     runs: int = 0  # model/script ops that ran since start (INFO ai); RESETSTAT leaves these alone
     run_errors: int = 0
     on_run: Callable[[bytes, RunStats | None, StepResult], None] | None = None  # metrics hook (server/ops/metrics.py)
@@ -125,20 +128,32 @@ class AIState:
         of the store's counters (server/store/atomic.py RECORD_RUN) for the caller's next round trip; this
         process's own record (metrics labels, INFO ai) is updated here. ``counters_at``: where the store keeps
         a key's counters (``Keyspace.stats_key``: on a cluster, in the key's own slot)."""
+        return self.record_many(key, [(result, samples)], counters_at)
+
+    def record_many(self, key: bytes, runs: list[tuple[StepResult, int]],
+                    counters_at: Callable[[bytes], bytes] = stats_key) -> list[ScriptCall]:
+        """``record`` for several runs of one object (a graph running one model in several ops): each counted
+        here as one run, the store's counters updated by one call with their sums."""
         stats = self.stats.get(key)
-        self._count_run(key, stats, result)
-        if result.ok:
-            added = (1, result.duration_us, samples, 0)
-        elif result.error is not None:
-            added = (1, 0, 0, 1)
-        else:
+        totals = [0, 0, 0, 0]
+        for result, samples in runs:
+            self._count_run(key, stats, result)
+            if result.ok:
+                added = (1, result.duration_us, samples, 0)
+            elif result.error is not None:
+                added = (1, 0, 0, 1)
+            else:
+                continue
+            for i, value in enumerate(added):
+                totals[i] += value
+        if not totals[0]:
             return []
         if stats is not None:
-            stats.calls += added[0]
-            stats.duration_us += added[1]
-            stats.samples += added[2]
-            stats.errors += added[3]
-        return [(RECORD_RUN, [counters_at(key)], [str(n).encode() for n in added])]
+            stats.calls += totals[0]
+            stats.duration_us += totals[1]
+            stats.samples += totals[2]
+            stats.errors += totals[3]
+        return [record_run_call(counters_at(key), *totals)]
 
     def _count_run(self, key: bytes, stats: RunStats | None, result: StepResult) -> None:
         """Server-wide run counters (INFO ai) and the metrics hook; an op that never ran is not counted."""

@@ -8,7 +8,8 @@ PERSIST keys are written in one atomic round trip before it is sent.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
@@ -57,22 +58,33 @@ async def cmd_dagrun_ro(client: Client, argv: list[bytes]) -> Any:
     return await run_dag(client, argv, DAGRUN_RO)
 
 
+@dataclass(frozen=True, slots=True)
+class DagOutcome:
+    """A DAG after its run: its ops, slots, run and the AI.INFO counters of its model and script ops."""
+
+    ops: list[DagOp]
+    resolved: ResolvedDag
+    run: RunInfo
+    step_of_op: dict[int, int]
+    counters: list[ScriptCall]
+
+    def persisted(self) -> list[bytes]:
+        """The encoded tensors of the PERSIST names, in their order."""
+        return [encode_tensor(self.run.slots[slot]) for _name, slot in self.resolved.persist]
+
+
 async def run_dag(client: Client, argv: list[bytes], kind: DagKind) -> Any:
     header = parse_header(argv, kind)
-    keyspace, ai = client.keyspace(), client.ctx.ai
-    ops, loaded, persist_checks = await _parse_with_store(client.ctx, keyspace, header, kind)
-    resolved = resolve(header.load, ops, header.persist)
-    works = await _works(client.ctx, keyspace, ops)
-    run, step_of_op = build_run(ops, resolved, loaded, works, header.timeout_ms, client.ctx.metrics)
-    if run.steps:
-        await execute_run(ai.queues, run, ai.inline)
-    counters = _record_stats(ai, ops, run, step_of_op, keyspace.stats_key)
+    keyspace = client.keyspace()
+    ops, loaded, persist_checks = await parse_with_store(client.ctx, keyspace, header, kind)
+    done = await execute_parsed(client.ctx, keyspace, (header.load, loaded), ops, header.persist, header.timeout_ms)
+    run, counters = done.run, done.counters
     if run.timed_out:
         await keyspace.run_scripts(counters)
         return Status(msgs.TIMEDOUT_STATUS)
-    reply = [_op_element(op, i, run, resolved, step_of_op) for i, op in enumerate(ops)]
+    reply = [_op_element(op, i, run, done.resolved, done.step_of_op) for i, op in enumerate(ops)]
     if run.error is None and header.persist:
-        failure = await _persist(keyspace, resolved, run, persist_checks, counters)
+        failure = await _persist(keyspace, done, persist_checks)
         if failure is not None:
             reply.append(failure)
     else:
@@ -80,12 +92,25 @@ async def run_dag(client: Client, argv: list[bytes], kind: DagKind) -> Any:
     return reply
 
 
+async def execute_parsed(ctx: ServerContext, keyspace: Keyspace, load: tuple[list[bytes], list[Any]],
+                         ops: list[DagOp], persist: list[bytes], timeout_ms: int | None) -> DagOutcome:
+    """The DAG engine after parsing (AI.DAGEXECUTE, and AI.GRAPHEXECUTE's interpreted mode): names to slots,
+    the ops' works, one RunInfo fanned out to its devices, the AI.INFO counters. ``load``: the local names
+    and their tensors."""
+    resolved = resolve(load[0], ops, persist)
+    works = await op_works(ctx, keyspace, ops)
+    run, step_of_op = build_run(ops, resolved, load[1], works, timeout_ms, ctx.metrics)
+    if run.steps:
+        await execute_run(ctx.ai.queues, run, ctx.ai.inline)
+    return DagOutcome(ops, resolved, run, step_of_op, record_stats(ctx.ai, ops, run, step_of_op, keyspace.stats_key))
+
+
 def _lookups(commands: list[tuple[bytes, ...]], keys: list[bytes], fields: tuple[bytes, ...]) -> None:
     for key in keys:
         commands += [(b"HMGET", key, *fields), (b"EXISTS", key)]
 
 
-async def _parse_with_store(ctx: ServerContext, keyspace: Keyspace, header: DagHeader,
+async def parse_with_store(ctx: ServerContext, keyspace: Keyspace, header: DagHeader,
                             kind: DagKind) -> tuple[list[DagOp], list[Any], list[Any]]:
     """The one round trip before queuing: LOAD tensors, model and script metadata, PERSIST key types; then the
     ops are parsed against that, in order."""
@@ -107,7 +132,7 @@ async def _parse_with_store(ctx: ServerContext, keyspace: Keyspace, header: DagH
     return ops, loaded, replies[position:]
 
 
-async def _works(ctx: ServerContext, keyspace: Keyspace, ops: list[DagOp]) -> dict[int, Work]:
+async def op_works(ctx: ServerContext, keyspace: Keyspace, ops: list[DagOp]) -> dict[int, Work]:
     """The worker-side callable of every model and script op (loaded, or taken from the caches)."""
     works: dict[int, Work] = {}
     for index, op in enumerate(ops):
@@ -131,17 +156,25 @@ def build_run(ops: list[DagOp], resolved: ResolvedDag, loaded: list[Any], works:
     slots: list[Any] = [None] * resolved.n_slots
     for slot, tensor in zip(resolved.load_slots, loaded, strict=True):
         slots[slot] = tensor
-    steps: list[Step] = []
-    step_of_op: dict[int, int] = {}
     for index, op in enumerate(ops):
         if isinstance(op, TensorSetOp):
             slots[resolved.op_outputs[index][0]] = op.tensor
-        elif isinstance(op, (ModelOp, ScriptOp)):
+    steps, step_of_op = build_steps(ops, resolved.op_inputs, resolved.op_outputs, works, metrics)
+    return RunInfo(steps, slots, deadline=deadline_after(timeout_ms)), step_of_op
+
+
+def build_steps(ops: list[DagOp], op_inputs: Sequence[tuple[int, ...]], op_outputs: Sequence[tuple[int, ...]],
+                works: dict[int, Work], metrics: BatchObserver) -> tuple[list[Step], dict[int, int]]:
+    """One step per model or script op, in op order, on its object's device; and each op's step index."""
+    steps: list[Step] = []
+    step_of_op: dict[int, int] = {}
+    for index, op in enumerate(ops):
+        if isinstance(op, (ModelOp, ScriptOp)):
             step_of_op[index] = len(steps)
             batch = batch_spec(op.meta, op.key, metrics) if isinstance(op, ModelOp) else None
-            steps.append(Step(len(steps), op.meta.device.queue_name, resolved.op_inputs[index],
-                              resolved.op_outputs[index], works[index], batch, isinstance(op, ScriptOp)))
-    return RunInfo(steps, slots, deadline=deadline_after(timeout_ms)), step_of_op
+            steps.append(Step(len(steps), op.meta.device.queue_name, op_inputs[index], op_outputs[index],
+                              works[index], batch, isinstance(op, ScriptOp)))
+    return steps, step_of_op
 
 
 def _op_element(op: DagOp, index: int, run: RunInfo, resolved: ResolvedDag, step_of_op: dict[int, int]) -> Any:
@@ -161,26 +194,24 @@ def _op_element(op: DagOp, index: int, run: RunInfo, resolved: ResolvedDag, step
     return result.error if result.error is not None else NA
 
 
-async def _persist(keyspace: Keyspace, resolved: ResolvedDag, run: RunInfo, checks: list[Any],
-                   counters: list[ScriptCall]) -> AIError | None:
-    """Write every PERSIST tensor in one atomic, checked step, with the ops' AI.INFO ``counters``; a key
-    holding a non-tensor is the extra error element."""
+async def _persist(keyspace: Keyspace, done: DagOutcome, checks: list[Any]) -> AIError | None:
+    """Write every PERSIST tensor in one atomic, checked step, with the ops' AI.INFO counters; a key holding a
+    non-tensor is the extra error element."""
     try:
         check_output_types(checks)
     except AIError as exc:
-        await keyspace.run_scripts(counters)
+        await keyspace.run_scripts(done.counters)
         return exc
-    names = [name for name, _slot in resolved.persist]
+    names = [name for name, _slot in done.resolved.persist]
     try:
-        await keyspace.set_tensors(names, [encode_tensor(run.slots[slot]) for _name, slot in resolved.persist],
-                                   also=counters)
+        await keyspace.set_tensors(names, done.persisted(), also=done.counters)
     except AIError as exc:
         return exc
     return None
 
 
-def _record_stats(ai: AIState, ops: list[DagOp], run: RunInfo, step_of_op: dict[int, int],
-                  counters_at: Callable[[bytes], bytes]) -> list[ScriptCall]:
+def record_stats(ai: AIState, ops: list[DagOp], run: RunInfo, step_of_op: dict[int, int],
+                 counters_at: Callable[[bytes], bytes]) -> list[ScriptCall]:
     """AI.INFO after the whole DAG: samples = dim 0 of a model op's first output; scripts count none."""
     counters: list[ScriptCall] = []
     for index, step_index in step_of_op.items():

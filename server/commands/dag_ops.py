@@ -46,7 +46,7 @@ def objects_named(ops: list[list[bytes]]) -> tuple[list[bytes], list[bytes]]:
     return list(dict.fromkeys(models)), list(dict.fromkeys(scripts))
 
 
-def _allowed(name: bytes, kind: DagKind) -> None:
+def allowed_in_dag(name: bytes, kind: DagKind) -> None:
     """Which op names each DAG command accepts, with RedisAI's texts for the others."""
     if kind.deprecated:
         if name in (b"AI.MODELEXECUTE", b"AI.SCRIPTEXECUTE"):
@@ -99,7 +99,7 @@ def _script_op(argv: list[bytes], scripts: ObjectLookup) -> ScriptOp:
 def parse_op(argv: list[bytes], kind: DagKind, models: ObjectLookup, scripts: ObjectLookup,
              decode: MetaDecoder = decode_model_meta) -> DagOp:
     name = op_name(argv)
-    _allowed(name, kind)
+    allowed_in_dag(name, kind)
     if name == b"AI.TENSORSET":
         request = parse_tensorset(argv)
         return TensorSetOp(request.key, build_tensor(request))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
 from backends.errors import AIError, wrong_arity
-from backends.objects import MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
+from backends.objects import GRAPH_MARKER, MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
 from backends.tensor import HEADER_SIZE, looks_like_tensor
 from server.commands.context import DATABASES, REDIS_COMPAT_VERSION, VERSION
 from server.commands.spec import RELAY, RelayThen
@@ -124,7 +124,8 @@ def cmd_reset(client: Client, argv: list[bytes]) -> Any:
 
 
 async def cmd_type(client: Client, argv: list[bytes]) -> Any:
-    """TYPE key: RedisAI's type names for AI values (AI_TENSOR, AI__MODEL, AI_SCRIPT), the store's otherwise.
+    """TYPE key: RedisAI's type names for AI values (AI_TENSOR, AI__MODEL, AI_SCRIPT; ours: AI_GRAPH), the
+    store's otherwise.
 
     Tensors are Redis strings and models/scripts Redis hashes here; TYPE tells them apart as RedisAI's
     module types did, so clients that branch on it keep working.
@@ -142,7 +143,7 @@ async def cmd_type(client: Client, argv: list[bytes]) -> Any:
     return Status(name)
 
 
-_AI_HASH_TYPES = {MODEL_MARKER: "AI__MODEL", SCRIPT_MARKER: "AI_SCRIPT"}
+_AI_HASH_TYPES = {MODEL_MARKER: "AI__MODEL", SCRIPT_MARKER: "AI_SCRIPT", GRAPH_MARKER: "AI_GRAPH"}
 
 
 def _valid_client_name(name: bytes) -> str:

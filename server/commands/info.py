@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
 from backends.errors import AIError, wrong_arity
-from backends.objects import MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
+from backends.objects import GRAPH_MARKER, MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
 from server.ai.state import RunStats
 from server.protocol.reply import OK
 from server.store.atomic import STAT_FIELDS
@@ -26,7 +26,7 @@ from server.store.keyspace import Keyspace
 if TYPE_CHECKING:
     from server.commands.context import Client
 
-_KINDS: Mapping[bytes, str] = MappingProxyType({MODEL_MARKER: "MODEL", SCRIPT_MARKER: "SCRIPT"})
+_KINDS: Mapping[bytes, str] = MappingProxyType({MODEL_MARKER: "MODEL", SCRIPT_MARKER: "SCRIPT", GRAPH_MARKER: "GRAPH"})
 
 
 async def cmd_aiinfo(client: Client, argv: list[bytes]) -> Any:
@@ -54,14 +54,15 @@ async def read_stats(keyspace: Keyspace, key: bytes) -> RunStats | None:
         return None
     kind = _KINDS[meta[0]]
     calls, duration, samples, errors = (int(value) for value in counters)
-    return RunStats(key, kind, (meta[1] or b"TORCH").decode(), (meta[2] or b"").decode(), meta[3] or b"",
+    backend = b"" if kind == "GRAPH" else meta[1] or b"TORCH"  # a graph runs several objects: no one backend
+    return RunStats(key, kind, backend.decode(), (meta[2] or b"").decode(), meta[3] or b"",
                     duration, samples, calls, errors)
 
 
 def info_reply(stats: RunStats) -> list[Any]:
-    """``key type backend device tag duration samples calls errors`` as a flat labelled array; scripts report
-    samples as -1."""
-    samples = -1 if stats.kind == "SCRIPT" else stats.samples
+    """``key type backend device tag duration samples calls errors`` as a flat labelled array; scripts and graphs
+    report samples as -1 (a graph: one call per AI.GRAPHEXECUTE, duration of its successful runs)."""
+    samples = stats.samples if stats.kind == "MODEL" else -1
     return ["key", stats.key, "type", stats.kind, "backend", stats.backend, "device", stats.device,
             "tag", stats.tag, "duration", stats.duration_us, "samples", samples, "calls", stats.calls,
             "errors", stats.errors]

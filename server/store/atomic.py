@@ -59,10 +59,12 @@ STALE_MODEL = "STALEMODEL the model changed while it ran"
 
 SET_TENSORS = StoreScript("set_tensors", (_TENSOR_OR_FREE + f"""
 local empty_is_free = ARGV[1] == '1'
-local outputs = #KEYS
-if ARGV[2] ~= '' then
-  outputs = outputs - 1
-  if redis.call('TYPE', KEYS[#KEYS])['ok'] ~= 'hash' or redis.call('HGET', KEYS[#KEYS], 'digest') ~= ARGV[2] then
+local digests = {{}}
+for digest in string.gmatch(ARGV[2], '%S+') do digests[#digests + 1] = digest end
+local outputs = #KEYS - #digests
+for i, digest in ipairs(digests) do
+  local key = KEYS[outputs + i]
+  if redis.call('TYPE', key)['ok'] ~= 'hash' or redis.call('HGET', key, 'digest') ~= digest then
     return redis.error_reply('{STALE_MODEL}')
   end
 end
@@ -72,12 +74,15 @@ end
 for i = 1, outputs do redis.call('SET', KEYS[i], ARGV[i + 2]) end
 return redis.status_reply('OK')
 """).encode())
-"""KEYS: tensor keys, then (with a digest in ARGV[2]) the model key the tensors were computed with; ARGV[1]:
-'1' when a key holding an empty string may be replaced (outputs of a run, as RedisAI's), '0' when that is
-WRONGTYPE (AI.TENSORSET); ARGV[2]: the model's digest as the run knew it, or ''; ARGV[3..]: the encoded
-tensors. WRONGTYPE (and nothing written) if any key holds something else than a tensor; STALEMODEL (nothing
-written) if the model is no longer the one that ran — its metadata came from our cache, and the run is
-done again with what the store holds now. Every SET drops a TTL, as RedisAI's overwrite does."""
+"""KEYS: tensor keys, then (one per digest in ARGV[2]) the keys of the objects the tensors were computed with
+(a model; a stored graph and its models and scripts); ARGV[1]: '1' when a key holding an empty string may be
+replaced (outputs of a run, as RedisAI's), '0' when that is WRONGTYPE (AI.TENSORSET); ARGV[2]: those objects'
+digests as the run knew them, separated by spaces, or ''; ARGV[3..]: the encoded tensors. WRONGTYPE (and
+nothing written) if any key holds something else than a tensor; STALEMODEL (nothing written) if an object is
+no longer the one that ran — its metadata came from our cache, and the run is done again with what the
+store holds now. Every SET drops a TTL, as RedisAI's overwrite does."""
+
+ScriptCall = tuple[StoreScript, list[bytes], list[bytes]]
 
 STATS_PREFIX = b"__redisai_stats__:"
 STAT_FIELDS = (b"calls", b"duration", b"samples", b"errors")
@@ -123,6 +128,12 @@ return 1
 """KEYS[1]: a stats key; ARGV: calls, duration (µs), samples and errors to add. Only counters that exist (the
 object was stored, and not renamed or deleted since) count: RedisAI keeps run info by the stored name."""
 
-SCRIPTS = (SET_TENSORS, STORE_OBJECT, DELETE_OBJECT, RECORD_RUN)
 
-ScriptCall = tuple[StoreScript, list[bytes], list[bytes]]
+
+def record_run_call(counters: bytes, calls: int, duration_us: int, samples: int, errors: int) -> ScriptCall:
+    """The RECORD_RUN call adding one run's counts to the AI.INFO counters at ``counters`` (the object's
+    stats key: ``stats_key``, or ``Keyspace.stats_key`` on a cluster)."""
+    return RECORD_RUN, [counters], [str(n).encode() for n in (calls, duration_us, samples, errors)]
+
+
+SCRIPTS = (SET_TENSORS, STORE_OBJECT, DELETE_OBJECT, RECORD_RUN)

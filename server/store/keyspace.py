@@ -166,16 +166,19 @@ class Keyspace:
         return replies
 
     async def set_tensors(self, keys: Sequence[bytes], values: Sequence[Arg], empty_is_free: bool = True,
-                          also: Sequence[ScriptCall] = (), model: tuple[bytes, str] | None = None) -> None:
+                          also: Sequence[ScriptCall] = (), model: tuple[bytes, str] | None = None,
+                          guards: Sequence[tuple[bytes, str]] = ()) -> None:
         """SET every tensor in one atomic step, or none with WRONGTYPE when a key holds something else (an empty
         string counts as free for run outputs, as in RedisAI; AI.TENSORSET passes ``empty_is_free=False``).
         ``also``: more scripts for the same round trip (a run's AI.INFO counters). ``model``: (key, digest) of
-        the model the tensors came from; if the store holds another one now, STALEMODEL and nothing written."""
+        the model the tensors came from; if the store holds another one now, STALEMODEL and nothing written.
+        ``guards``: more (key, digest) pairs checked alike (a stored graph's objects)."""
         if not keys:
             await self.run_scripts(also)
             return
         self.forget(keys)
-        heads = self._tensor_writes(keys, to_argv(values), empty_is_free, model)
+        checked = [*([model] if model is not None else []), *guards]  # read, not written: cached metadata stays
+        heads = self._tensor_writes(keys, to_argv(values), empty_is_free, checked)
         replies = await self.run_scripts([*heads, *also])
         for reply in replies[: len(heads)]:
             if isinstance(reply, AIError):
@@ -184,26 +187,20 @@ class Keyspace:
             self._cache.note_written(self.db, keys)
 
     def _tensor_writes(self, keys: Sequence[bytes], values: list[bytes], empty_is_free: bool,
-                       model: tuple[bytes, str] | None) -> list[ScriptCall]:
-        """One SET_TENSORS call — or, on a cluster, one per slot of the keys (each atomic on its shard; the
-        model guard rides with the keys in the model's slot; where none are, nothing to guard: a cluster has no
-        metadata cache, so the model that ran is the one this run read)."""
+                       checked: Sequence[tuple[bytes, str]]) -> list[ScriptCall]:
+        """One SET_TENSORS call — or, on a cluster, one per slot of the keys, each atomic on its shard. The
+        (key, digest) pairs ``checked`` ride with the keys of their slot; one in a slot with no output is not
+        checked: a cluster has no metadata cache, so what ran is what this run read."""
         free = b"1" if empty_is_free else b"0"
-        digest = model[1].encode() if model is not None else b""
         if self._tags is None:
-            guard = [model[0]] if model is not None else []  # read, not written: its cached metadata stays
-            return [(SET_TENSORS, [*keys, *guard], [free, digest, *values])]
+            return [_set_call(keys, values, free, checked)]
         groups: dict[int, tuple[list[bytes], list[bytes]]] = {}
         for key, value in zip(keys, values, strict=True):
             group = groups.setdefault(key_slot(key), ([], []))
             group[0].append(key)
             group[1].append(value)
-        guarded = key_slot(model[0]) if model is not None else -1
-        calls: list[ScriptCall] = []
-        for slot, (group_keys, group_values) in groups.items():
-            guard = [model[0]] if model is not None and slot == guarded else []
-            calls.append((SET_TENSORS, [*group_keys, *guard], [free, digest if guard else b"", *group_values]))
-        return calls
+        return [_set_call(group_keys, group_values, free, [c for c in checked if key_slot(c[0]) == slot])
+                for slot, (group_keys, group_values) in groups.items()]
 
     async def write_atomic(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
         """Run ``commands`` as one MULTI/EXEC transaction in one round trip; return EXEC's replies."""
@@ -222,6 +219,12 @@ class Keyspace:
         if result is None or queued_errors:
             raise queued_errors[0] if queued_errors else AIError(msgs.TRANSACTION_ABORTED_MSG)
         return list(result)
+
+
+def _set_call(keys: Sequence[bytes], values: list[bytes], free: bytes,
+              checked: Sequence[tuple[bytes, str]]) -> ScriptCall:
+    digests = " ".join(digest for _key, digest in checked).encode()
+    return SET_TENSORS, [*keys, *(key for key, _digest in checked)], [free, digests, *values]
 
 
 def _no_script(reply: AIError) -> bool:
