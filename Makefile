@@ -37,6 +37,7 @@ bench: venv
 	$(BIN)/python -m bench.dag_bench
 	$(BIN)/python -m bench.graph_bench
 	$(BIN)/python -m bench.batching_bench
+	$(BIN)/python -m bench.cluster_bench
 	$(BIN)/python -m bench.startup
 	$(BIN)/python -m bench.rss_bench
 

@@ -120,6 +120,21 @@ TRACKING_REFUSED_FMT = "the store refused client-side caching: {detail}"
 STORE_WRONG_ARITY_PREFIX = "ERR wrong number of arguments"
 STORE_UNKNOWN_COMMAND_PREFIX = "ERR unknown command"
 
+# --- a Redis Cluster behind the server (server/store/cluster*.py) -----------------------------------------------
+# Redis Cluster's own wording, where we answer for it:
+CROSSSLOT_MSG = "CROSSSLOT Keys in request don't hash to the same slot"
+CLUSTER_DISABLED_MSG = "ERR This instance has cluster support disabled"  # to our clients we are standalone
+NODE_UNSERVED_MSG = "CLUSTERDOWN Hash slot not served"  # a node's bare answer, which we complete:
+NODE_UNSERVED_FMT = NODE_UNSERVED_MSG + " (slot {slot}, asked {node})"
+# Ours: no primary in our map for a slot; no node gave us the map; a URL naming another database.
+UNSERVED_SLOT_FMT = "CLUSTERDOWN Hash slot not served (slot {slot} has no primary in the cluster's map)"
+NO_TOPOLOGY_FMT = "CLUSTERDOWN no cluster node answered the topology query ({detail})"
+CLUSTER_DB_FMT = "ERR a Redis Cluster has only database 0 (--redis-url names database {db})"
+# The first words of the redirects a node answers (followed, never relayed).
+MOVED_PREFIX = "MOVED "
+ASK_PREFIX = "ASK "
+CLUSTERDOWN_PREFIX = "CLUSTERDOWN"
+
 # --- RESP protocol errors (Redis wording, connection is closed afterwards) --------------------------------------
 PROTO_INVALID_MULTIBULK_MSG = "ERR Protocol error: invalid multibulk length"
 PROTO_INVALID_BULK_MSG = "ERR Protocol error: invalid bulk length"

@@ -8,9 +8,11 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
+from redis.cluster import RedisCluster
 
 from server.config import Config
 from server.store.embedded import EmbeddedStore
@@ -78,11 +80,13 @@ def _store_url(server: RunningServer, store_url: str) -> str:
 
 
 @pytest.fixture
-def shared_store(server: RunningServer, store_url: str) -> Iterator[tuple[redis.Redis, redis.Redis, redis.Redis]]:
+def shared_store(server: RunningServer, store_url: str) -> Iterator[tuple[redis.Redis, redis.Redis, Any]]:
     """A client of our server, one of a second server on the same store, and one of the store itself."""
     url = _store_url(server, store_url)
     with running_server(Config(port=0, redis_url=url, shutdown_timeout=2.0)) as other:
-        yield server.client(), other.client(), redis.Redis.from_url(url)
+        on_cluster = server.server.ctx.store.kind == "cluster"
+        direct: Any = RedisCluster.from_url(url) if on_cluster else redis.Redis.from_url(url)
+        yield server.client(), other.client(), direct
 
 
 @pytest.fixture

@@ -20,7 +20,6 @@ from server.commands.context import ServerContext
 from server.commands.spec import RELAY, CommandSpec, RelayThen
 from server.frontend.multi import QUEUE_TIME_ERROR, Transaction
 from server.protocol.slot import ReplySlot
-from server.store.cluster import CLUSTER_COMMAND_MSG
 from server.store.embedded import refused_on_embedded
 from server.store.session import STATELESS_COMMANDS, SUBSCRIBE_COMMANDS, SessionSink, StoreSession
 
@@ -56,7 +55,7 @@ class Relay:
                 self.poison_transaction()
             raise AIError(msgs.EMBEDDED_STORE_PRIVATE_FMT.format(cmd=b" ".join(argv[:2]).decode(errors="replace")))
         if name == b"cluster" and self._ctx.store.kind == "cluster":  # one endpoint: clients must not route around it
-            raise AIError(CLUSTER_COMMAND_MSG)
+            raise AIError(msgs.CLUSTER_DISABLED_MSG)
         if name == b"exec" and self._state.in_multi:
             return self._transaction.exec()
         if self.is_shared(None, argv):

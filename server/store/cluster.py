@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from backends import errors as msgs
 from backends.errors import AIError
 from server.store.cache import TrackedCache
 from server.store.cluster_keys import SlotTags
@@ -24,9 +25,6 @@ from server.store.cluster_state import ClusterState
 from server.store.keyspace import load_scripts, status_text
 from server.store.session import SessionSink
 from server.store.upstream import StoreAddress, parse_store_url
-
-CLUSTER_COMMAND_MSG = "ERR This instance has cluster support disabled"  # standalone Redis's answer
-CLUSTER_DB_MSG = "ERR a Redis Cluster has only database 0 (--redis-url names database {db})"
 
 
 class ClusterStore:
@@ -48,7 +46,7 @@ class ClusterStore:
 
     async def start(self) -> None:
         if self.address.db:
-            raise AIError(CLUSTER_DB_MSG.format(db=self.address.db))
+            raise AIError(msgs.CLUSTER_DB_FMT.format(db=self.address.db))
         await self.cluster.start()
         await asyncio.gather(*(load_scripts(link) for link in self._link.shards()))
 

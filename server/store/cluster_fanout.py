@@ -17,7 +17,9 @@ from server.protocol.framer import join_aggregate, split_aggregate
 from server.protocol.slot import ReplySlot
 
 _NODE_DOWN = b"-" + msgs.UPSTREAM_DOWN_MSG.split("{")[0].encode()  # a node that cannot be reached (failover?)
-_FOLLOWED = (b"-MOVED ", b"-ASK ", b"-CLUSTERDOWN", _NODE_DOWN)  # redirects, and what makes the map be read again
+# Redirects, and the errors that make the map be read again:
+_FOLLOWED = (*(b"-" + word.encode() for word in (msgs.MOVED_PREFIX, msgs.ASK_PREFIX, msgs.CLUSTERDOWN_PREFIX)),
+             _NODE_DOWN)
 FAN_OUT_COMMANDS = frozenset({b"flushall", b"flushdb", b"dbsize", b"keys", b"randomkey"})
 SCAN_NODES = 1024  # the most primaries a SCAN cursor can tell apart
 

@@ -16,17 +16,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from backends import errors as msgs
 from backends.errors import AIError
 
 SLOTS = 16384
-CROSSSLOT_MSG = "CROSSSLOT Keys in request don't hash to the same slot"
 
 
 class CrossSlot(AIError):
     """The keys of one command (or one transaction) hash to more than one slot."""
 
     def __init__(self) -> None:
-        super().__init__(CROSSSLOT_MSG)
+        super().__init__(msgs.CROSSSLOT_MSG)
 
 
 def key_slot(key: bytes) -> int:

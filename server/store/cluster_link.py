@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from backends import errors as msgs
 from backends.errors import AIError
 from server.store.cluster_keys import CrossSlot, common_slot
 from server.store.cluster_state import ClusterState, is_redirect, is_retry_later, redirect_target
@@ -140,12 +141,12 @@ class ClusterLink:
     def _named(self, reply: AIError, argv: list[bytes], address: StoreAddress) -> AIError:
         """The node's bare ``CLUSTERDOWN Hash slot not served``, with the slot and the node named; any
         CLUSTERDOWN makes the map be read again (the node lost slots or quorum)."""
-        if not reply.message.startswith("CLUSTERDOWN"):
+        if not reply.message.startswith(msgs.CLUSTERDOWN_PREFIX):
             return reply
         self._cluster.request_refresh()
-        if reply.message == "CLUSTERDOWN Hash slot not served":
+        if reply.message == msgs.NODE_UNSERVED_MSG:
             slot = common_slot(self._cluster.keys.keys(argv))
-            return AIError(f"{reply.message} (slot {slot}, asked {address.host}:{address.port})")
+            return AIError(msgs.NODE_UNSERVED_FMT.format(slot=slot, node=f"{address.host}:{address.port}"))
         return reply
 
     def _redirected(self, sent: dict[StoreAddress, list[tuple[Unit, bool]]], replies: list[Any],

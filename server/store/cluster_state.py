@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from backends import errors as msgs
 from backends.errors import AIError
 from server.store.cluster_keys import KeyFinder, SlotTags
 from server.store.cluster_topology import Topology, node_address, parse_shards, parse_slots
@@ -21,14 +22,12 @@ from server.store.redis import RedisLink, SharedRelay
 from server.store.upstream import StoreAddress
 
 REFRESH_GAP_S = 0.05  # at most one topology read per 50 ms: a failover's burst of errors costs a few
-UNSERVED_FMT = "CLUSTERDOWN Hash slot not served (slot {slot} has no primary in the cluster's map)"
-NO_NODE_FMT = "CLUSTERDOWN no cluster node answered the topology query ({detail})"
 
 
 def redirect_target(message: str) -> tuple[str, StoreAddress | None, bool]:
     """(kind, where, asking) of a MOVED / ASK error text; kind '' when it is neither."""
     parts = message.split()
-    if len(parts) != 3 or parts[0] not in ("MOVED", "ASK"):
+    if len(parts) != 3 or parts[0] + " " not in (msgs.MOVED_PREFIX, msgs.ASK_PREFIX):
         return "", None, False
     host, _, port = parts[2].rpartition(":")
     if not port.isdigit():
@@ -69,7 +68,7 @@ class ClusterState:
         found = self.topology.primary_of(slot)
         if found is None:
             self.request_refresh()  # during a failover: the replica will take the slot over
-            raise AIError(UNSERVED_FMT.format(slot=slot))
+            raise AIError(msgs.UNSERVED_SLOT_FMT.format(slot=slot))
         return found
 
     def link(self, address: StoreAddress) -> RedisLink:
@@ -126,7 +125,7 @@ class ClusterState:
                 self.topology = topology
                 return
             problems.append(f"{address.host}:{address.port}: no slots assigned")
-        raise AIError(NO_NODE_FMT.format(detail="; ".join(dict.fromkeys(problems))))
+        raise AIError(msgs.NO_TOPOLOGY_FMT.format(detail="; ".join(dict.fromkeys(problems))))
 
     async def _read_topology(self, address: StoreAddress) -> Topology:
         shards, slots = await self.link(address).pipeline([[b"CLUSTER", b"SHARDS"], [b"CLUSTER", b"SLOTS"]])
@@ -146,7 +145,7 @@ class ClusterState:
 
 
 def is_redirect(reply: Any) -> bool:
-    return isinstance(reply, AIError) and reply.message.startswith(("MOVED ", "ASK "))
+    return isinstance(reply, AIError) and reply.message.startswith((msgs.MOVED_PREFIX, msgs.ASK_PREFIX))
 
 
 def is_retry_later(reply: Any) -> bool:

@@ -17,6 +17,8 @@ from server.config import Config
 from tests import tf_models
 from tests.support import RunningServer, run_in_threads, running_server
 
+RUNS_ON_CLUSTER = True  # also run against a 3-primary Redis Cluster (tests/conftest.py)
+
 AB = ("FLOAT", 2, "VALUES", 2, 3)
 
 
@@ -172,7 +174,7 @@ def test_tf_and_tflite_in_one_dag(client: redis.Redis, blobs: Blobs) -> None:
     (probs,) = tf_models.run_graph(blobs.dense, {"x": x}, ["probs"])
     expected_sum, _ = blobs.add_mul_reference(probs, probs)
     assert np.allclose(_get(client, "sum", "float32"), expected_sum, rtol=1e-6)
-    assert client.exists("p", "prod") == 0
+    assert client.exists("p") == 0 and client.exists("prod") == 0
 
 
 def test_tf_auto_batching_merges_requests(server: RunningServer, blobs: Blobs) -> None:
