@@ -130,6 +130,8 @@ NODE_UNSERVED_FMT = NODE_UNSERVED_MSG + " (slot {slot}, asked {node})"
 UNSERVED_SLOT_FMT = "CLUSTERDOWN Hash slot not served (slot {slot} has no primary in the cluster's map)"
 NO_TOPOLOGY_FMT = "CLUSTERDOWN no cluster node answered the topology query ({detail})"
 CLUSTER_DB_FMT = "ERR a Redis Cluster has only database 0 (--redis-url names database {db})"
+NESTED_MULTI_MSG = "ERR MULTI calls can not be nested"
+INVALID_CURSOR_MSG = "ERR invalid cursor"
 # The first words of the redirects a node answers (followed, never relayed).
 MOVED_PREFIX = "MOVED "
 ASK_PREFIX = "ASK "

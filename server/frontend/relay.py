@@ -115,4 +115,8 @@ class Relay:
             self.session = None
 
     def session_lost(self) -> None:
+        """The session's store connection dropped (the client is being closed): let go of the rest of it too
+        (a cluster session's connections to the other nodes)."""
+        if self.session is not None:
+            self.session.close()
         self.session = None

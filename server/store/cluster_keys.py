@@ -81,8 +81,13 @@ class KeySpec:
     limit: int = 0
     keynumidx: int = 0
     firstkey: int = 1
+    incomplete: bool = False  # flagged INCOMPLETE: e.g. MIGRATE's key, "" when the KEYS form is used
 
     def keys(self, argv: Sequence[bytes]) -> list[bytes]:
+        found = self._keys(argv)
+        return [key for key in found if key] if self.incomplete else found
+
+    def _keys(self, argv: Sequence[bytes]) -> list[bytes]:
         start = self._start(argv)
         if start is None or start >= len(argv):
             return []
@@ -105,7 +110,7 @@ class KeySpec:
         if self.index >= 0:
             positions: Sequence[int] = range(self.index, len(argv))
         else:
-            positions = range(len(argv) + self.index, 0, -1)
+            positions = range(len(argv) + self.index, 1, -1)  # backwards, never into the command's name or argv[1]
         for position in positions:
             if argv[position].upper() == self.keyword:
                 return position + 1
@@ -194,6 +199,7 @@ def _spec(raw: dict[bytes, Any]) -> KeySpec:
         limit=_int(find_spec.get(b"limit"), 0),
         keynumidx=_int(find_spec.get(b"keynumidx"), 0),
         firstkey=_int(find_spec.get(b"firstkey"), 1),
+        incomplete=any(flag.lower() == b"incomplete" for flag in raw.get(b"flags", []) if isinstance(flag, bytes)),
     )
 
 

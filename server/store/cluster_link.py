@@ -159,7 +159,7 @@ class ClusterLink:
             for unit, _asking in units:
                 redirect = next((replies[i] for i in unit if is_redirect(replies[i])), None)
                 if redirect is not None and not final:
-                    kind, where, asking = redirect_target(redirect.message)
+                    kind, where, asking = redirect_target(redirect.message, address)
                     moved = moved or kind == "MOVED"
                     if where is not None:
                         again.setdefault(self._cluster.address(where), []).append((unit, asking))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 
+from backends import errors as msgs
 from backends.errors import AIError
 from server.protocol.slot import ReplySlot
 from server.store.cluster_fanout import (
@@ -66,7 +67,7 @@ class ClusterSharedRelay:
     def _forward(self, address: StoreAddress, argv: list[bytes], slot: ReplySlot, sink: SessionSink,
                  redirects_left: int) -> None:
         def redirect(frame: bytes) -> bool:
-            kind, where, asking = redirect_target(frame[1:].decode(errors="replace").strip())
+            kind, where, asking = redirect_target(frame[1:].decode(errors="replace").strip(), address)
             if kind == "":
                 self._cluster.request_refresh()  # the node is down: its replica may take over
             if where is None or redirects_left <= 0:
@@ -96,6 +97,11 @@ class ClusterSession:
 
     def send(self, argv: list[bytes], slot: ReplySlot) -> None:
         name = argv[0].lower()
+        if name == b"multi" and self._in_multi and self._pinned is None:
+            slot.fill(b"-" + msgs.NESTED_MULTI_MSG.encode() + b"\r\n")  # what the node would answer
+            asyncio.get_running_loop().call_soon(self._sink.flush)
+            return
+        in_transaction = self._in_multi
         try:
             address = self._destination(name, argv)
         except AIError as exc:
@@ -105,20 +111,21 @@ class ClusterSession:
             self._hold(name, argv, slot)
         elif address is not None:
             self._release_held(address)
-            if name == b"scan":
+            if name == b"scan" and not in_transaction:
                 self._scan(argv, slot)
-            elif name in FAN_OUT_COMMANDS and not self._in_multi:
+            elif name in FAN_OUT_COMMANDS and not in_transaction:
                 self._fan_out(name, argv, slot)
             else:
-                self._to_node(address, argv, slot, MAX_REDIRECTS)
+                self._to_node(address, argv, slot, 0 if in_transaction else MAX_REDIRECTS)
         self._follow(name)
 
     def _destination(self, name: bytes, argv: list[bytes]) -> StoreAddress | None:
-        """The node for ``argv``; None while a transaction waits for its first keyed command."""
+        """The node for ``argv``; None while a transaction waits for its first keyed command. Inside MULTI
+        every command goes to the transaction's node (queued there), whatever it is."""
         if name == b"multi":
             self._in_multi = True
-            return None
-        if name in _HOME_COMMANDS:
+            return self._pinned
+        if not self._in_multi and name in _HOME_COMMANDS:
             return self._cluster.primary_for(None)
         slot = self._cluster.keys.slot(argv)
         if slot is None:
@@ -146,7 +153,7 @@ class ClusterSession:
         """CROSSSLOT / an unserved slot: the client's error now; inside MULTI the transaction fails at EXEC."""
         slot.fill(_error_frame(exc))
         if self._in_multi:
-            if self._pinned is not None:
+            if self._pinned is not None and not self._held:  # the node's MULTI is open: fail it there
                 self._node(self._pinned).send(QUEUE_TIME_ERROR, ReplySlot())
             else:
                 self._held.append((QUEUE_TIME_ERROR, ReplySlot()))  # EXEC fails wherever it goes
@@ -174,15 +181,17 @@ class ClusterSession:
         return session
 
     def _to_node(self, address: StoreAddress, argv: list[bytes], slot: ReplySlot, redirects_left: int) -> None:
+        """Send ``argv`` to the node; a redirect is followed ``redirects_left`` more times (0: inside MULTI,
+        where the node's transaction must see the refusal and fail at EXEC)."""
         def redirect(frame: bytes) -> bool:
-            kind, where, asking = redirect_target(frame[1:].decode(errors="replace").strip())
-            if kind == "":
-                self._cluster.request_refresh()  # the node is down: its replica may take over
-            if where is None or redirects_left <= 0 or self._in_multi:
+            kind, where, asking = redirect_target(frame[1:].decode(errors="replace").strip(), address)
+            if kind != "ASK":
+                self._cluster.request_refresh()  # MOVED, or the node down: its replica may take over
+            if where is None or redirects_left <= 0:
                 return False
-            if kind == "MOVED":
-                self._cluster.request_refresh()
             target = self._cluster.address(where)
+            if argv[0].lower() == b"watch":
+                self._pinned = target  # the transaction that follows goes where the watched keys are
             if asking:
                 self._node(target).send([b"ASKING"], ReplySlot())
             self._to_node(target, argv, slot, redirects_left - 1)
@@ -202,7 +211,10 @@ class ClusterSession:
     def _scan(self, argv: list[bytes], slot: ReplySlot) -> None:
         primaries = self._cluster.topology.primaries
         parsed = split_scan_cursor(argv[1]) if len(argv) > 1 else None
-        if parsed is None or parsed[0] >= len(primaries):
+        if parsed is not None and parsed[0] >= len(primaries):
+            self._refuse(AIError(msgs.INVALID_CURSOR_MSG), slot)
+            return
+        if parsed is None:
             self._to_node(self._cluster.primary_for(None), argv, slot, 0)  # the node's own error text
             return
         index, node_cursor = parsed

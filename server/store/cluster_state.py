@@ -22,17 +22,20 @@ from server.store.redis import RedisLink, SharedRelay
 from server.store.upstream import StoreAddress
 
 REFRESH_GAP_S = 0.05  # at most one topology read per 50 ms: a failover's burst of errors costs a few
+REFRESH_EVERY_S = 5.0  # and one every 5 s regardless: a primary that hangs (no error, no MOVED) is noticed
+TOPOLOGY_TIMEOUT_S = 2.0  # a node that does not answer the map query within this is skipped
 
 
-def redirect_target(message: str) -> tuple[str, StoreAddress | None, bool]:
-    """(kind, where, asking) of a MOVED / ASK error text; kind '' when it is neither."""
+def redirect_target(message: str, sender: StoreAddress) -> tuple[str, StoreAddress | None, bool]:
+    """(kind, where, asking) of a MOVED / ASK error text; kind '' when it is neither. An empty host (a node
+    announcing no endpoint) means the host of the node that answered, as in Redis Cluster clients."""
     parts = message.split()
     if len(parts) != 3 or parts[0] + " " not in (msgs.MOVED_PREFIX, msgs.ASK_PREFIX):
         return "", None, False
     host, _, port = parts[2].rpartition(":")
     if not port.isdigit():
         return "", None, False
-    return parts[0], StoreAddress(host=host or "127.0.0.1", port=int(port)), parts[0] == "ASK"
+    return parts[0], StoreAddress(host=host or sender.host, port=int(port)), parts[0] == "ASK"
 
 
 class ClusterState:
@@ -48,6 +51,7 @@ class ClusterState:
         self._links: dict[tuple[str, int], RedisLink] = {}
         self._relays: dict[tuple[str, int], SharedRelay] = {}
         self._refresh: asyncio.Task[None] | None = None
+        self._periodic: asyncio.Task[None] | None = None
         self._refreshed_at = 0.0
 
     @property
@@ -85,6 +89,7 @@ class ClusterState:
 
     async def start(self) -> None:
         await self.refresh()
+        self._periodic = asyncio.get_running_loop().create_task(self._refresh_periodically())
         link = self.link(self.primary_for(None))
         (reply,) = await link.pipeline([[b"COMMAND"]])
         if isinstance(reply, AIError):
@@ -102,6 +107,11 @@ class ClusterState:
         assert self._refresh is not None
         await asyncio.shield(self._refresh)
 
+    async def _refresh_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(REFRESH_EVERY_S)
+            self.request_refresh()
+
     async def _refresh_quietly(self) -> None:
         wait = self._refreshed_at + REFRESH_GAP_S - time.monotonic()
         if wait > 0:
@@ -117,9 +127,13 @@ class ClusterState:
         problems: list[str] = []
         for address in [*self.topology.primaries, *self._seeds]:
             try:
-                topology = await self._read_topology(address)
+                topology = await asyncio.wait_for(self._read_topology(address), TOPOLOGY_TIMEOUT_S)
             except AIError as exc:
                 problems.append(f"{address.host}:{address.port}: {exc.message}")
+                continue
+            except TimeoutError:
+                self.link(address).close()  # its replies, if they ever come, must not answer later requests
+                problems.append(f"{address.host}:{address.port}: no answer within {TOPOLOGY_TIMEOUT_S:g}s")
                 continue
             if topology.primaries:
                 self.topology = topology
@@ -136,8 +150,9 @@ class ClusterState:
         return parse_slots(slots, self.seed)
 
     def close(self) -> None:
-        if self._refresh is not None:
-            self._refresh.cancel()
+        for task in (self._refresh, self._periodic):
+            if task is not None:
+                task.cancel()
         for link in self._links.values():
             link.close()
         for relay in self._relays.values():

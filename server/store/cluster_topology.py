@@ -39,7 +39,7 @@ def _build(seed: StoreAddress, ranges: list[tuple[int, int, tuple[str, int]]]) -
     primaries: list[StoreAddress] = []
     index_of: dict[tuple[str, int], int] = {}
     owners = [-1] * SLOTS
-    for start, end, where in ranges:
+    for start, end, where in sorted(ranges):  # primaries in slot order, whichever node answered
         if where not in index_of:
             index_of[where] = len(primaries)
             primaries.append(node_address(seed, *where))

@@ -272,3 +272,68 @@ def _blocked_on(node: ClusterNode) -> bool:
 
 def _pop_into(conn: redis.Redis, key: str, out: list[object]) -> None:
     out.append(conn.blpop([key], timeout=10))
+
+
+def test_transactions_keep_every_queued_command_inside(cluster: LocalCluster, cluster_server: RunningServer) -> None:
+    """Keyless commands (PUBLISH, SCAN) queued before the first key, a refused command after WATCH, a nested
+    MULTI: each stays in the transaction, and the connection is usable afterwards."""
+    first, other, _ = keys_on_three_shards(cluster, "x")
+    raw = cluster_server.raw()
+    expected = b"+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*3\r\n"
+    got = raw.call(f"MULTI\r\nPUBLISH ch x\r\nSCAN 0\r\nSET {first} 1\r\nEXEC\r\n".encode(), expected)
+    assert got.startswith(expected)
+    raw.read_until(b"+OK\r\n")  # the SET's element closes EXEC's reply
+    assert raw.call(f"GET {first}\r\n".encode(), b"$1\r\n1\r\n") == b"$1\r\n1\r\n"  # not queued any more
+    crossslot = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n"
+    raw.send(f"WATCH {first}\r\nMULTI\r\nSET {other} 2\r\nEXEC\r\n".encode())
+    answer = raw.read_until(b"previous errors.\r\n")
+    assert answer == b"+OK\r\n+OK\r\n" + crossslot + b"-EXECABORT Transaction discarded because of previous errors.\r\n"
+    nested = b"+OK\r\n-ERR MULTI calls can not be nested\r\n+OK\r\n"
+    assert raw.call(b"MULTI\r\nMULTI\r\nDISCARD\r\n", nested) == nested
+    assert raw.call(b"SCAN 5\r\n", b"-ERR invalid cursor\r\n") == b"-ERR invalid cursor\r\n"
+    raw.close()
+    assert owner(cluster, other).client().exists(other) == 0
+
+
+def test_a_queued_command_that_gets_moved_fails_the_transaction(cluster: LocalCluster,
+                                                                 cluster_server: RunningServer) -> None:
+    key = "txmoving"
+    slot = key_slot(key.encode())
+    source = owner(cluster, key)
+    target = next(node for node in cluster.primaries() if node.port != source.port)
+    target_id = target.client().execute_command("CLUSTER", "MYID")
+    for node in cluster.primaries():
+        node.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+    try:
+        raw = cluster_server.raw()
+        reply = raw.call(f"MULTI\r\nSET {key} written\r\nEXEC\r\n".encode(), b"+OK\r\n+QUEUED\r\n-EXECABORT")
+        assert b"EXECABORT" in reply or b"MOVED" in reply, reply
+        raw.close()
+        assert target.client().get(key) is None and source.client().execute_command("DBSIZE") == 0
+    finally:
+        back = source.client().execute_command("CLUSTER", "MYID")
+        for node in cluster.primaries():
+            node.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", back)
+        assert wait_until(lambda: _owner_port(cluster, key) == source.port)
+
+
+def _owner_port(cluster: LocalCluster, key: str) -> int:
+    try:
+        return owner(cluster, key).port
+    except LookupError:  # the nodes do not agree yet
+        return 0
+
+
+def test_a_lost_node_connection_closes_the_clients_other_ones(cluster: LocalCluster,
+                                                              cluster_server: RunningServer) -> None:
+    first, other, _ = keys_on_three_shards(cluster, "lost")
+    raw = cluster_server.raw()
+    watches = f"WATCH {first}\r\nUNWATCH\r\nWATCH {other}\r\n".encode()  # a connection to two nodes
+    assert raw.call(watches, b"+OK\r\n" * 3) == b"+OK\r\n" * 3
+    node_a, node_b = owner(cluster, first), owner(cluster, other)
+    ours_on_a = [c["id"] for c in node_a.client().client_list() if c.get("cmd") == "unwatch"]
+    assert len(ours_on_a) == 1 and any(c.get("cmd") == "watch" for c in node_b.client().client_list())
+    node_a.client().execute_command("CLIENT", "KILL", "ID", ours_on_a[0])
+    assert raw.closed_by_peer()  # closed by the server, as a failover closes a cluster client's connection
+    assert wait_until(lambda: not any(c.get("cmd") == "watch" for c in node_b.client().client_list()))
+    raw.close()

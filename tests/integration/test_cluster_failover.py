@@ -5,6 +5,7 @@ on the machine's load. This test has its own cluster, since it breaks one."""
 
 from __future__ import annotations
 
+import signal
 import time
 
 import redis
@@ -78,3 +79,33 @@ def _read(client: redis.Redis, key: str, value: int) -> bool | None:
         return False
     except redis.RedisError:
         return None
+
+
+def test_a_hung_primary_is_left_behind() -> None:
+    """A primary that stops answering (SIGSTOP: no error, no MOVED, its connections stay open) — the very
+    node the server asks for the map first: its replica takes over, the server's periodic map read (which
+    skips a node that does not answer) finds the new primary, and commands for its slots work again."""
+    with local_cluster(primaries=3, replicas=1) as cluster:
+        seed = cluster.nodes[0]
+        with running_server(Config(port=0, redis_url=seed.url, shutdown_timeout=2.0)) as server:
+            store = server.server.ctx.store
+            first = store.cluster.topology.primaries[0]  # type: ignore[attr-defined]
+            victim = next(node for node in cluster.nodes if node.port == first.port)
+            key = next(f"h{i}" for i in range(10000) if store.cluster.topology.primary_of(  # type: ignore[attr-defined]
+                key_slot(f"h{i}".encode())) == first)
+            client = server.client()
+            assert client.execute_command("AI.TENSORSET", key, "INT64", 1, "VALUES", 1) == b"OK"
+            victim.proc.send_signal(signal.SIGSTOP)
+            try:
+                probe = redis.Redis(host="127.0.0.1", port=server.port, socket_timeout=3)
+                started, done = time.monotonic(), False
+                while not done and time.monotonic() - started < DEADLINE_S:
+                    try:
+                        done = probe.execute_command("AI.TENSORSET", key, "INT64", 1, "VALUES", 2) == b"OK"
+                    except redis.RedisError:
+                        time.sleep(0.2)
+                assert done, "commands for the hung primary's slots never worked again"
+                print(f"\nhung primary: its slots served again after {time.monotonic() - started:.1f}s")
+                assert client.execute_command("AI.TENSORGET", key, "VALUES") == [2]
+            finally:
+                victim.proc.send_signal(signal.SIGCONT)
