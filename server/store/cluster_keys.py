@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import binascii
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from backends import errors as msgs
@@ -126,11 +126,27 @@ class KeySpec:
 
 @dataclass(frozen=True, slots=True)
 class CommandKeys:
-    """How to find one command's keys."""
+    """How to find one command's keys. The two shapes nearly every command has — keys at fixed positions
+    (GET, HMGET, SET …) and a key count before the keys (EVAL, EVALSHA) — are taken by one slice."""
 
     specs: tuple[KeySpec, ...]
+    _shape: tuple[str, int, int] = field(init=False, default=("", 0, 0))
+
+    def __post_init__(self) -> None:
+        if len(self.specs) != 1 or self.specs[0].begin != "index" or self.specs[0].incomplete:
+            return
+        spec = self.specs[0]
+        if spec.find == "range" and spec.lastkey >= 0 and spec.keystep == 1:
+            object.__setattr__(self, "_shape", ("range", spec.index, spec.index + spec.lastkey + 1))
+        elif spec.find == "keynum" and (spec.keynumidx, spec.firstkey, spec.keystep) == (0, 1, 1):
+            object.__setattr__(self, "_shape", ("keynum", spec.index, 0))
 
     def keys(self, argv: Sequence[bytes]) -> list[bytes]:
+        shape, start, end = self._shape
+        if shape == "range":
+            return list(argv[start:end])
+        if shape == "keynum" and start < len(argv) and argv[start].isdigit():
+            return list(argv[start + 1 : start + 1 + int(argv[start])])
         return [key for spec in self.specs for key in spec.keys(argv)]
 
 
