@@ -27,6 +27,12 @@ from server.store.session import Store
 log = logging.getLogger("redisai.server")
 
 
+def _hangup_ignored() -> None:
+    """SIGHUP (a closed terminal, a careless ``kill -HUP``): logged and ignored, as redis-server does; by
+    default it would end the process without a word."""
+    log.warning("received SIGHUP: ignored (SIGTERM or SIGINT stop the server)")
+
+
 def make_store(config: Config) -> Store:
     cache_bytes = config.cache_mb * 1024 * 1024
     if config.redis_url:
@@ -118,9 +124,10 @@ class Server:
         await self.start()
         loop = asyncio.get_running_loop()
         installed = []
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        handlers = {signal.SIGTERM: self.stop, signal.SIGINT: self.stop, signal.SIGHUP: _hangup_ignored}
+        for sig, handler in handlers.items():
             try:
-                loop.add_signal_handler(sig, self.stop)
+                loop.add_signal_handler(sig, handler)
                 installed.append(sig)
             except (NotImplementedError, RuntimeError, ValueError):
                 pass  # not the main thread (tests run servers in threads)

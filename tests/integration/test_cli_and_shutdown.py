@@ -13,7 +13,7 @@ import time
 import pytest
 import redis
 
-from tests.support import free_port, server_process, wait_for_port
+from tests.support import free_port, server_process, wait_for_port, wait_until
 
 
 def test_help_lists_the_options() -> None:
@@ -83,3 +83,18 @@ def test_sigterm_finishes_in_flight_commands_then_exits() -> None:
         sock.settimeout(5)
         assert sock.recv(100) == b"*-1\r\n"
         assert proc.wait(10) == 0
+
+
+def test_sighup_is_logged_and_ignored() -> None:
+    port = free_port()
+    with server_process("--port", str(port)) as proc:
+        wait_for_port(port)
+        conn = redis.Redis(port=port)
+        assert conn.set("before", "1") is True
+        proc.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: conn.ping() is True)  # still serving, the store's keys still there
+        assert conn.get("before") == b"1" and proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+        output = proc.stdout.read().decode() if proc.stdout is not None else ""
+        assert "received SIGHUP: ignored" in output
