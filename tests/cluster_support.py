@@ -8,7 +8,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from pathlib import Path
 import redis
 
 from server.store.process import find_store_binary
-from tests.support import wait_for_port
+from tests.support import wait_for_port, wait_until
 
 
 @dataclass
@@ -62,12 +61,8 @@ class LocalCluster:
             node.client().flushall()
 
     def wait_healthy(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if all(_state_ok(n) for n in self.nodes if n.proc.poll() is None):
-                return
-            time.sleep(0.1)
-        raise TimeoutError("the cluster did not reach cluster_state:ok")
+        if not wait_until(lambda: all(_state_ok(n) for n in self.nodes if n.proc.poll() is None), timeout):
+            raise TimeoutError("the cluster did not reach cluster_state:ok")
 
 
 def _role(node: ClusterNode) -> str:
@@ -164,11 +159,18 @@ def local_cluster(primaries: int = 3, replicas: int = 1) -> Iterator[LocalCluste
 
 
 def _wait_replicas_synced(cluster: LocalCluster, expected: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        linked = sum(1 for n in cluster.nodes if _role(n) == "slave" and
-                     n.client().info("replication").get("master_link_status") == "up")
-        if linked >= expected:
-            return
-        time.sleep(0.1)
-    raise TimeoutError("the replicas did not sync with their primaries")
+    def linked() -> int:
+        return sum(1 for n in cluster.nodes
+                   if _role(n) == "slave" and n.client().info("replication").get("master_link_status") == "up")
+
+    if not wait_until(lambda: linked() >= expected, timeout):
+        raise TimeoutError("the replicas did not sync with their primaries")
+
+
+def writes_tensor(conn: redis.Redis, key: str, value: int) -> bool:
+    """Whether AI.TENSORSET of one INT64 ``value`` at ``key`` succeeds now (an error reply or no connection:
+    not yet) — what the fault tests poll until a slot is served again."""
+    try:
+        return bool(conn.execute_command("AI.TENSORSET", key, "INT64", 1, "VALUES", value) == b"OK")
+    except redis.RedisError:
+        return False

@@ -38,6 +38,16 @@ QUEUE_TIME_ERROR = [b"REDISAI.QUEUE-TIME-ERROR"]  # as server/frontend/multi.py'
 _HOME_COMMANDS = frozenset({b"subscribe", b"psubscribe", b"unsubscribe", b"punsubscribe", b"publish"})
 
 
+def _redirected_to(cluster: ClusterState, frame: bytes, sender: StoreAddress) -> tuple[StoreAddress | None, bool]:
+    """Where a ForwardSlot's intercepted reply sends the command (None: nowhere, the error goes to the client)
+    and whether ASKING must precede it. Anything but ASK (MOVED, a node down, CLUSTERDOWN) makes the map be
+    read again: the slot moved, or a replica may be taking over."""
+    kind, where, asking = redirect_target(frame[1:].decode(errors="replace").strip(), sender)
+    if kind != "ASK":
+        cluster.request_refresh()
+    return (cluster.address(where) if where is not None else None), asking
+
+
 def _error_frame(exc: AIError) -> bytes:
     return b"-" + exc.message.replace("\r\n", " ").encode() + b"\r\n"
 
@@ -67,14 +77,9 @@ class ClusterSharedRelay:
     def _forward(self, address: StoreAddress, argv: list[bytes], slot: ReplySlot, sink: SessionSink,
                  redirects_left: int) -> None:
         def redirect(frame: bytes) -> bool:
-            kind, where, asking = redirect_target(frame[1:].decode(errors="replace").strip(), address)
-            if kind == "":
-                self._cluster.request_refresh()  # the node is down: its replica may take over
-            if where is None or redirects_left <= 0:
+            target, asking = _redirected_to(self._cluster, frame, address)
+            if target is None or redirects_left <= 0:
                 return False
-            if kind == "MOVED":
-                self._cluster.request_refresh()
-            target = self._cluster.address(where)
             if asking:
                 self._cluster.relay(target).send([b"ASKING"], ReplySlot(), sink)
             self._forward(target, argv, slot, sink, redirects_left - 1)
@@ -184,12 +189,9 @@ class ClusterSession:
         """Send ``argv`` to the node; a redirect is followed ``redirects_left`` more times (0: inside MULTI,
         where the node's transaction must see the refusal and fail at EXEC)."""
         def redirect(frame: bytes) -> bool:
-            kind, where, asking = redirect_target(frame[1:].decode(errors="replace").strip(), address)
-            if kind != "ASK":
-                self._cluster.request_refresh()  # MOVED, or the node down: its replica may take over
-            if where is None or redirects_left <= 0:
+            target, asking = _redirected_to(self._cluster, frame, address)
+            if target is None or redirects_left <= 0:
                 return False
-            target = self._cluster.address(where)
             if argv[0].lower() == b"watch":
                 self._pinned = target  # the transaction that follows goes where the watched keys are
             if asking:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 
 import numpy as np
@@ -15,7 +16,7 @@ import redis
 
 from server.config import Config
 from server.store.cluster_keys import key_slot
-from tests.cluster_support import ClusterNode, LocalCluster
+from tests.cluster_support import ClusterNode, LocalCluster, writes_tensor
 from tests.models import torch_add
 from tests.scripts import REDIS_SCRIPT, store_script
 from tests.support import RunningServer, running_server, wait_until
@@ -169,16 +170,27 @@ def test_publish_reaches_subscribers_through_any_node(cluster: LocalCluster, clu
     subscriber = cluster_server.client().pubsub()
     subscriber.subscribe("news")
     subscriber.ssubscribe("{shard}news")
-    assert wait_until(lambda: subscriber.get_message(timeout=0.1) is None or True)
+    confirmed: list[str] = []  # both subscriptions in force before anything is published
+
+    def subscribed() -> bool:
+        message = subscriber.get_message(timeout=0.1)
+        if message:
+            confirmed.append(message["type"])
+        return len(confirmed) >= 2
+
+    assert wait_until(subscribed)
     for node in cluster.primaries():  # PUBLISH on any node reaches a subscriber of any other
         node.client().publish("news", f"from {node.port}")
     owner(cluster, "{shard}news").client().execute_command("SPUBLISH", "{shard}news", "sharded")
     seen: list[bytes] = []
-    deadline = time.monotonic() + 10
-    while len(seen) < 4 and time.monotonic() < deadline:
+
+    def collect() -> bool:
         message = subscriber.get_message(timeout=0.2)
         if message and message["type"] in ("message", "smessage"):
             seen.append(message["data"])
+        return len(seen) >= 4
+
+    wait_until(collect)
     assert sorted(seen) == sorted([*(f"from {n.port}".encode() for n in cluster.primaries()), b"sharded"])
     subscriber.close()
 
@@ -187,25 +199,36 @@ def test_a_moved_slot_is_followed(cluster: LocalCluster, client: redis.Redis) ->
     """An empty slot handed to another primary behind the server's back: the stale map gets MOVED, which the
     server follows (for AI and relayed commands), and the key lands on the new owner."""
     key = "moving"
+    with _slot_handed_over(cluster, key) as (_source, target):
+        assert client.set(key, "v") is True
+        assert target.client().get(key) == b"v"
+        client.execute_command("AI.TENSORSET", key + "{x}", "FLOAT", 1, "VALUES", 1)  # another slot: still routed
+        client.delete(key)
+        client.execute_command("AI.TENSORSET", key, "FLOAT", 2, "VALUES", 5, 6)
+        assert target.client().exists(key) == 1
+        assert client.execute_command("AI.TENSORGET", key, "VALUES") == [b"5", b"6"]
+        client.delete(key)
+
+
+@contextmanager
+def _slot_handed_over(cluster: LocalCluster, key: str) -> Iterator[tuple[ClusterNode, ClusterNode]]:
+    """The (empty) slot of ``key`` handed to another primary behind the server's back, then given back."""
     slot = key_slot(key.encode())
     source = owner(cluster, key)
     target = next(node for node in cluster.primaries() if node.port != source.port)
-    target_id = target.client().execute_command("CLUSTER", "MYID")
-    for node in cluster.primaries():
-        node.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
-    assert wait_until(lambda: owner(cluster, key).port == target.port)
-    assert client.set(key, "v") is True
-    assert target.client().get(key) == b"v"
-    client.execute_command("AI.TENSORSET", key + "{x}", "FLOAT", 1, "VALUES", 1)  # another slot: still routed
-    client.delete(key)
-    client.execute_command("AI.TENSORSET", key, "FLOAT", 2, "VALUES", 5, 6)
-    assert target.client().exists(key) == 1
-    assert client.execute_command("AI.TENSORGET", key, "VALUES") == [b"5", b"6"]
-    back = source.client().execute_command("CLUSTER", "MYID")
-    client.delete(key)
-    for node in cluster.primaries():
-        node.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", back)
-    assert wait_until(lambda: owner(cluster, key).port == source.port)
+    _assign(cluster, slot, target)
+    try:
+        assert wait_until(lambda: _owner_port(cluster, key) == target.port)
+        yield source, target
+    finally:
+        _assign(cluster, slot, source)
+        assert wait_until(lambda: _owner_port(cluster, key) == source.port)
+
+
+def _assign(cluster: LocalCluster, slot: int, node: ClusterNode) -> None:
+    node_id = node.client().execute_command("CLUSTER", "MYID")
+    for primary in cluster.primaries():
+        primary.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", node_id)
 
 
 def test_tensors_survive_a_round_trip_through_numpy(cluster: LocalCluster, client: redis.Redis) -> None:
@@ -244,14 +267,7 @@ def test_an_unserved_slot_gets_an_error_naming_it(cluster: LocalCluster, client:
     finally:
         node.client().execute_command("CLUSTER", "ADDSLOTS", slot)
         cluster.wait_healthy()
-    assert wait_until(lambda: _writes(client, key))
-
-
-def _writes(client: redis.Redis, key: str) -> bool:
-    try:
-        return bool(client.execute_command("AI.TENSORSET", key, "FLOAT", 1, "VALUES", 1) == b"OK")
-    except redis.ResponseError:
-        return False
+    assert wait_until(lambda: writes_tensor(client, key, 1))
 
 
 def test_blocking_commands_wait_on_their_keys_node(cluster: LocalCluster, cluster_server: RunningServer) -> None:
@@ -298,23 +314,12 @@ def test_transactions_keep_every_queued_command_inside(cluster: LocalCluster, cl
 def test_a_queued_command_that_gets_moved_fails_the_transaction(cluster: LocalCluster,
                                                                  cluster_server: RunningServer) -> None:
     key = "txmoving"
-    slot = key_slot(key.encode())
-    source = owner(cluster, key)
-    target = next(node for node in cluster.primaries() if node.port != source.port)
-    target_id = target.client().execute_command("CLUSTER", "MYID")
-    for node in cluster.primaries():
-        node.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
-    try:
+    with _slot_handed_over(cluster, key) as (source, target):
         raw = cluster_server.raw()
         reply = raw.call(f"MULTI\r\nSET {key} written\r\nEXEC\r\n".encode(), b"+OK\r\n+QUEUED\r\n-EXECABORT")
         assert b"EXECABORT" in reply or b"MOVED" in reply, reply
         raw.close()
         assert target.client().get(key) is None and source.client().execute_command("DBSIZE") == 0
-    finally:
-        back = source.client().execute_command("CLUSTER", "MYID")
-        for node in cluster.primaries():
-            node.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", back)
-        assert wait_until(lambda: _owner_port(cluster, key) == source.port)
 
 
 def _owner_port(cluster: LocalCluster, key: str) -> int:

@@ -12,8 +12,8 @@ import redis
 
 from server.config import Config
 from server.store.cluster_keys import key_slot
-from tests.cluster_support import local_cluster
-from tests.support import running_server
+from tests.cluster_support import local_cluster, writes_tensor
+from tests.support import running_server, wait_until
 
 WRITES = 20000  # bounds of the load loop: at most this many writes, for at most DEADLINE_S
 DEADLINE_S = 60.0
@@ -98,13 +98,9 @@ def test_a_hung_primary_is_left_behind() -> None:
             victim.proc.send_signal(signal.SIGSTOP)
             try:
                 probe = redis.Redis(host="127.0.0.1", port=server.port, socket_timeout=3)
-                started, done = time.monotonic(), False
-                while not done and time.monotonic() - started < DEADLINE_S:
-                    try:
-                        done = probe.execute_command("AI.TENSORSET", key, "INT64", 1, "VALUES", 2) == b"OK"
-                    except redis.RedisError:
-                        time.sleep(0.2)
-                assert done, "commands for the hung primary's slots never worked again"
+                started = time.monotonic()
+                served = wait_until(lambda: writes_tensor(probe, key, 2), timeout=DEADLINE_S)
+                assert served, "commands for the hung primary's slots never worked again"
                 print(f"\nhung primary: its slots served again after {time.monotonic() - started:.1f}s")
                 assert client.execute_command("AI.TENSORGET", key, "VALUES") == [2]
             finally:
