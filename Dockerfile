@@ -32,6 +32,7 @@ VOLUME /data
 EXPOSE 6379
 # Settings come from the environment (REDISAI_<OPTION>), see docs/configuration.md.
 ENV REDISAI_BIND=0.0.0.0 REDISAI_PORT=6379
-HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
-    CMD redis-cli -p "${REDISAI_PORT}" ${REDISAI_REQUIREPASS:+-a "$REDISAI_REQUIREPASS" --no-auth-warning} PING | grep -q PONG
+# Readiness, not PING: GET /readyz when REDISAI_METRICS_PORT is set, else PING and a store round trip over RESP
+# (TLS and REDISAI_REQUIREPASS as the server uses them); see docs/deployment.md, "Health and readiness".
+HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 CMD ["redisai-server", "--healthcheck"]
 ENTRYPOINT ["redisai-server"]

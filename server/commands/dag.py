@@ -137,10 +137,10 @@ async def op_works(ctx: ServerContext, keyspace: Keyspace, ops: list[DagOp]) -> 
     works: dict[int, Work] = {}
     for index, op in enumerate(ops):
         if isinstance(op, ModelOp):
-            model = await ctx.ai.models.get(op.meta, _fetcher(fetch_blob, keyspace, op.key))
+            model = await ctx.ai.models.get(op.meta, _fetcher(fetch_blob, keyspace, op.key), op.key)
             works[index] = ModelWork(model, len(op.meta.outputs))
         elif isinstance(op, ScriptOp):
-            compiled = await ctx.ai.scripts.get(op.meta, _fetcher(fetch_source, keyspace, op.key))
+            compiled = await ctx.ai.scripts.get(op.meta, _fetcher(fetch_source, keyspace, op.key), op.key)
             works[index] = script_work(op.meta, compiled, op.request, ctx.keyspace(0), ctx.ai.models)
     return works
 

@@ -31,11 +31,16 @@ if TYPE_CHECKING:
     from server.commands.context import Client
 
 def _server_section(client: Client) -> list[tuple[str, object]]:
+    """Ours in place of the store's: process, port, uptime. ``redis_version`` stays the store's own (what a client
+    feature-checks is what the store behind us can do: every command we do not answer ourselves is its), with
+    ``REDIS_COMPAT_VERSION`` only when the store did not say; ``redisai_server_version`` is ours and
+    ``store_version`` names the store (``valkey 8.1.8 (redis_version 7.2.4)``)."""
     ctx = client.ctx
     uptime = int(time.time() - ctx.started_at)
     return [
-        ("redis_version", REDIS_COMPAT_VERSION),
+        ("redis_version", ctx.store_version.redis_version or REDIS_COMPAT_VERSION),
         ("redisai_server_version", VERSION),
+        ("store_version", ctx.store_version.describe()),
         ("redis_mode", "standalone"),
         ("os", f"{platform.system()} {platform.release()} {platform.machine()}"),
         ("python_version", sys.version.split()[0]),
@@ -110,27 +115,36 @@ def _section(client: Client, section: str, store: dict[str, list[str]], stored: 
         ours: list[tuple[str, object]] = [(key, value) for key, _, value in
                                           (line.partition(":") for line in commandstats_lines(client.ctx))]
         return [render(title_of(section), merged(lines or [], ours))]
+    if section == "memory":  # ours first, under names of their own; the store's after, as the store says them
+        return [render(title_of(section), [*process_memory_lines(), *(lines or [])])]
     if lines is None:
         return []
-    if section == "memory":
-        lines = [*lines, *process_memory_lines()]
     return [render(title_of(section), lines)]
 
 
 def process_memory_lines() -> list[str]:
-    """This server process's own memory, beside the store's figures (which describe the store process only)."""
-    rss = _current_rss()
+    """This server process's own memory (``server_process_*``: resident now and at its peak, virtual), beside the
+    store's Redis-named figures (``used_memory``, ``maxmemory`` …), which describe the store process: the keys
+    live there, and clients and exporters read those names as on any Redis."""
+    rss, vms = _current_memory()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-    return [f"server_process_rss:{rss}", f"server_process_rss_human:{rss / 1048576:.2f}M",
-            f"server_process_peak_rss:{peak}", f"server_process_peak_rss_human:{peak / 1048576:.2f}M"]
+    return [*_bytes_fields("server_process_rss", rss), *_bytes_fields("server_process_peak_rss", max(peak, rss)),
+            *_bytes_fields("server_process_virtual_memory", vms), f"server_process_id:{os.getpid()}"]
 
 
-def _current_rss() -> int:
+def _bytes_fields(name: str, value: int) -> list[str]:
+    return [f"{name}:{value}", f"{name}_human:{value / 1048576:.2f}M"]
+
+
+def _current_memory() -> tuple[int, int]:
+    """(resident, virtual) bytes of this process, from /proc/self/statm."""
     try:
         with open("/proc/self/statm") as handle:
-            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            size, resident = (int(field) for field in handle.read().split()[:2])
+            page = os.sysconf("SC_PAGE_SIZE")
+            return resident * page, size * page
+    except (OSError, ValueError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, 0
 
 
 def cmd_command(client: Client, argv: list[bytes]) -> Any:

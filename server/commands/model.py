@@ -8,6 +8,7 @@ outputs in one atomic round trip before it replies.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,7 @@ from server.commands.model_args import (
     parse_modelset,
     parse_modelstore,
 )
-from server.commands.stored import delete_stored, scan_stored
+from server.commands.stored import delete_stored, log_stored, scan_stored
 from server.protocol.reply import OK
 from server.store.atomic import STORE_OBJECT
 from server.store.keyspace import Keyspace
@@ -65,6 +66,7 @@ async def _store(client: Client, req: ModelStoreRequest) -> Any:
     """Build the model (off the loop: a broken blob is the backend's error), check the key, write, cache."""
     ai = client.ctx.ai
     draft = req.meta()
+    started = time.perf_counter()
     loaded = await ai.models.load(draft, req.blob)
     if req.backend != "TF":  # TORCH/ONNX name their inputs and outputs themselves
         draft = replace(draft, inputs=tuple(loaded.input_names), outputs=tuple(loaded.output_names))
@@ -75,6 +77,7 @@ async def _store(client: Client, req: ModelStoreRequest) -> Any:
     ai.queues.queue(draft.device.queue_name)
     ai.stats[req.key] = RunStats(req.key, "MODEL", draft.backend, draft.device.text, draft.tag)
     client.ctx.metrics.forget(req.key)  # a re-stored model starts with fresh series, as with AI.INFO
+    log_stored("model", req.key, draft.backend, draft.device.text, len(req.blob), started)
     return OK
 
 
@@ -152,7 +155,7 @@ async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again
     if list(req.outputs) != out_hint:  # the lenient guess missed (e.g. an input key named "outputs"): ask again
         checks = await keyspace.pipeline(output_type_checks(list(req.outputs)))
     check_output_types(checks)
-    model = await ai.models.get(meta, lambda: fetch_blob(keyspace, req.key))
+    model = await ai.models.get(meta, lambda: fetch_blob(keyspace, req.key), req.key)
     op = SingleOp(req.key, meta.device.queue_name, ModelWork(model, len(meta.outputs)), inputs, req.outputs,
                   req.timeout_ms, batch=batch_spec(meta, req.key, client.ctx.metrics), samples=True,
                   record=not again, digest=meta.digest,

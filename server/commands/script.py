@@ -12,6 +12,7 @@ and ``script_work`` (server/ai/steps.py), as this module does.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,7 @@ from server.commands.script_args import (
     parse_scriptset,
     parse_scriptstore,
 )
-from server.commands.stored import delete_stored, scan_stored
+from server.commands.stored import delete_stored, log_stored, scan_stored
 from server.protocol.reply import OK
 from server.store.atomic import STORE_OBJECT
 from server.store.keyspace import Keyspace
@@ -75,6 +76,7 @@ async def _store(client: Client, req: ScriptStoreRequest) -> Any:
     """
     ai = client.ctx.ai
     meta = ScriptMeta(req.device, req.tag, req.entry_points, blob_digest(req.source))
+    started = time.perf_counter()
     compiled = await ai.scripts.compile(req.source, req.device, req.entry_points)
     keyspace = client.keyspace()
     await keyspace.run_script(STORE_OBJECT, [req.key, keyspace.stats_key(req.key)],
@@ -83,6 +85,7 @@ async def _store(client: Client, req: ScriptStoreRequest) -> Any:
     ai.queues.queue(meta.device.queue_name)
     ai.stats[req.key] = RunStats(req.key, "SCRIPT", "TORCH", meta.device.text, meta.tag)
     client.ctx.metrics.forget(req.key)
+    log_stored("script", req.key, "TORCH", meta.device.text, len(req.source), started)
     return OK
 
 
@@ -169,7 +172,7 @@ async def _execute(client: Client, argv: list[bytes], parse: ParseExecute) -> An
     reach database 0, whatever database the client selected."""
     ai, keyspace = client.ctx.ai, client.keyspace()
     meta, req, inputs = await _prefetch(keyspace, argv, parse)
-    compiled = await ai.scripts.get(meta, lambda: fetch_source(keyspace, req.key))
+    compiled = await ai.scripts.get(meta, lambda: fetch_source(keyspace, req.key), req.key)
     work = script_work(meta, compiled, req, client.ctx.keyspace(0), ai.models)
     op = SingleOp(req.key, meta.device.queue_name, work, inputs, req.outputs, req.timeout_ms)
     return await execute_single_op(ai, keyspace, op)

@@ -1,8 +1,11 @@
 """docker-compose.yml and the Dockerfile, checked without a Docker engine: the YAML's services, ports and
-commands, and the exact server command lines of the compose file run against a real redis-server."""
+commands, and the exact server command lines of the compose file run against a real redis-server; the
+healthcheck command lines of both run against real server processes (ready, then a store gone, then TLS and a
+password from the environment)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,7 +18,7 @@ import redis
 import yaml
 
 from tests.cluster_support import LocalCluster
-from tests.support import free_port, wait_for_port
+from tests.support import free_port, redis_server_process, server_process, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,24 +43,52 @@ def test_compose_services_ports_and_commands() -> None:
         assert all(key.startswith("REDISAI_") for key in service["environment"])
 
 
-def test_dockerfile_is_slim_non_root_with_a_ping_healthcheck() -> None:
+def test_dockerfile_is_slim_non_root_with_a_readiness_healthcheck() -> None:
     text = (ROOT / "Dockerfile").read_text()
     assert "FROM python:3.11-slim" in text
     assert "torch==2.13.0" in text
     assert "\nUSER redisai" in text and "useradd" in text
-    assert "HEALTHCHECK" in text and "redis-cli" in text and "PING" in text
+    assert _dockerfile_healthcheck() == ["redisai-server", "--healthcheck"]
     assert 'ENTRYPOINT ["redisai-server"]' in text
 
 
+def _dockerfile_healthcheck() -> list[str]:
+    """The exec form of the Dockerfile's HEALTHCHECK CMD."""
+    line = next(line for line in (ROOT / "Dockerfile").read_text().splitlines() if line.startswith("HEALTHCHECK"))
+    command: list[str] = json.loads(line.split(" CMD ", 1)[1])
+    return command
+
+
+def _dockerfile_env() -> dict[str, str]:
+    """The image's ENV REDISAI_* settings (what every container's server and healthcheck start with)."""
+    env: dict[str, str] = {}
+    for line in (ROOT / "Dockerfile").read_text().splitlines():
+        if line.startswith("ENV ") and "REDISAI_" in line:
+            env.update(word.partition("=")[::2] for word in line[4:].split() if word.startswith("REDISAI_"))
+    return env
+
+
+def _run_healthcheck(command: list[str], env: dict[str, str], port: int) -> subprocess.CompletedProcess[str]:
+    """A healthcheck's exec form run here: ``redisai-server`` as ``python -m server``, the container's port made
+    the local one."""
+    assert command[0] == "redisai-server"
+    args = [str(arg) for arg in command[1:]]
+    if "--port" in args:
+        args[args.index("--port") + 1] = str(port)
+    return subprocess.run([sys.executable, "-m", "server", *args], env={**os.environ, **env, "REDISAI_PORT": str(port)},
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+
+
 @contextmanager
-def _compose_server(service: dict[str, Any], redis_url: str, port: int) -> Iterator[int]:
+def _compose_server(service: dict[str, Any], redis_url: str, port: int,
+                    extra_env: dict[str, str] | None = None) -> Iterator[int]:
     """The service's exact command line, with only the Redis host and the published port made local."""
     args = [str(arg) for arg in service["command"]]
     if redis_url:
         args[args.index("--redis-url") + 1] = args[args.index("--redis-url") + 1].replace("redis://redis:6379", redis_url)
     args[args.index("--port") + 1] = str(port)
     args[args.index("--bind") + 1] = "127.0.0.1"  # tests listen on loopback only
-    env = {**os.environ, **{key: str(value) for key, value in service["environment"].items()}}
+    env = {**os.environ, **{key: str(value) for key, value in service["environment"].items()}, **(extra_env or {})}
     proc = subprocess.Popen([sys.executable, "-m", "server", *args], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
@@ -116,3 +147,57 @@ def test_compose_cluster_servers_against_a_real_cluster(redis_cluster: LocalClus
             assert one.execute_command("AI.TENSORSET", key, "FLOAT", 1, "VALUES", 7) == b"OK"
             assert two.execute_command("AI.TENSORGET", key, "VALUES") == [b"7"]
         assert sum(node.client().dbsize() for node in redis_cluster.primaries()) == 3
+
+
+def test_compose_healthchecks_are_readiness_with_the_servers_port() -> None:
+    services = _compose()["services"]
+    for name in ("redisai", "redisai-replica", "redisai-cluster-1", "redisai-cluster-2"):
+        service = services[name]
+        test, command = service["healthcheck"]["test"], [str(arg) for arg in service["command"]]
+        assert test[:3] == ["CMD", "redisai-server", "--healthcheck"], name
+        for option in ("--port", "--metrics-port", "--requirepass"):  # what the probe must know of the server
+            if option in command:
+                assert test[test.index(option) + 1] == command[command.index(option) + 1], (name, option)
+        assert service["healthcheck"]["timeout"] == "3s"
+
+
+def test_compose_healthcheck_against_a_real_store_that_goes_away() -> None:
+    """The compose server's command line, its healthcheck command line beside it: ready, then not once its
+    store is gone (PING alone would still say PONG); over RESP, and over /readyz with a metrics port."""
+    service = _compose()["services"]["redisai"]
+    test = [str(arg) for arg in service["healthcheck"]["test"][1:]]
+    env = {**_dockerfile_env(), **{key: str(value) for key, value in service["environment"].items()}}
+    metrics = free_port()
+    with redis_server_process() as url:
+        with _compose_server(service, url, free_port()) as plain, \
+                _compose_server(service, url, free_port(), {"REDISAI_METRICS_PORT": str(metrics)}) as observed:
+            wait_for_port(metrics, timeout=30)
+            for port, extra in ((plain, {}), (observed, {"REDISAI_METRICS_PORT": str(metrics)})):
+                ready = _run_healthcheck(test, {**env, **extra}, port)
+                assert (ready.returncode, ready.stdout) == (0, "ready\n"), ready.stderr
+            redis.Redis.from_url(url).shutdown(nosave=True)
+            assert redis.Redis(port=plain, protocol=2).ping() is True
+            over_resp = _run_healthcheck(test, env, plain)
+            assert over_resp.returncode == 1 and over_resp.stderr.startswith("not ready: "), over_resp.stderr
+            assert "backing store unavailable" in over_resp.stderr
+            over_http = _run_healthcheck(test, {**env, "REDISAI_METRICS_PORT": str(metrics)}, observed)
+            assert over_http.returncode == 1, over_http.stderr
+            assert over_http.stderr.startswith("not ready: the store is unavailable"), over_http.stderr
+
+
+def test_dockerfile_healthcheck_with_tls_and_a_password_from_the_environment(tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-days",
+                    "1", "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True, timeout=60)
+    port = free_port()
+    env = {**_dockerfile_env(), "REDISAI_BIND": "127.0.0.1", "REDISAI_PORT": str(port),  # loopback in tests
+           "REDISAI_REQUIREPASS": "s3cret", "REDISAI_TLS_CERT_FILE": str(cert), "REDISAI_TLS_KEY_FILE": str(key)}
+    with server_process(env=env):
+        wait_for_port(port, timeout=30)
+        ready = _run_healthcheck(_dockerfile_healthcheck(), env, port)
+        assert (ready.returncode, ready.stdout) == (0, "ready\n"), ready.stderr
+        wrong = _run_healthcheck(_dockerfile_healthcheck(), {**env, "REDISAI_REQUIREPASS": "wrong"}, port)
+        assert wrong.returncode == 1 and "invalid username-password pair" in wrong.stderr.lower(), wrong.stderr
+        plain = _run_healthcheck(_dockerfile_healthcheck(), {**env, "REDISAI_TLS_CERT_FILE": "",
+                                                             "REDISAI_TLS_KEY_FILE": ""}, port)
+        assert plain.returncode == 1, plain.stderr  # the port speaks TLS: a plain probe is refused

@@ -1,0 +1,107 @@
+"""/healthz and /readyz on the metrics port, against real server processes and a real store that goes away."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import redis
+
+from server.config import Config
+from tests import models
+from tests.support import free_port, running_server, server_process, wait_for_port, wait_until
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    """(status, body) of GET ``path`` on the metrics port."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+            return int(response.status), str(response.read().decode())
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), str(exc.read().decode())
+
+
+@contextmanager
+def redis_on_port(port: int, workdir: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A real redis-server on ``port`` (so a store can be stopped and started again at the same address)."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed here; CI installs it")
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--dir", workdir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(10)
+
+
+def test_store_killed_readyz_503_with_reason_healthz_200_and_ping_pong(tmp_path: Path) -> None:
+    store_port, port, metrics = free_port(), free_port(), free_port()
+    logfile = tmp_path / "server.log"
+    with tempfile.TemporaryDirectory() as workdir:
+        with redis_on_port(store_port, workdir) as store, \
+                server_process("--port", str(port), "--metrics-port", str(metrics), "--logfile", str(logfile),
+                               "--redis-url", f"redis://127.0.0.1:{store_port}"):
+            wait_for_port(metrics, timeout=30)
+            assert http_get(metrics, "/readyz") == (200, "ready\n")
+            store.kill()
+            store.wait(10)
+            assert wait_until(lambda: http_get(metrics, "/readyz")[0] == 503)
+            status, body = http_get(metrics, "/readyz")
+            assert status == 503 and body.startswith("not ready: the store is unavailable"), body
+            assert http_get(metrics, "/healthz") == (200, "ok\n")
+            conn = redis.Redis(port=port, protocol=2, socket_timeout=10)
+            assert conn.ping() is True  # PING keeps its Redis meaning: this process answers
+            with pytest.raises(redis.RedisError, match="backing store unavailable"):
+                conn.set("k", "v")
+            assert wait_until(lambda: "store lost" in logfile.read_text())
+            with redis_on_port(store_port, workdir):
+                assert wait_until(lambda: http_get(metrics, "/readyz") == (200, "ready\n"))
+                assert wait_until(lambda: "store regained" in logfile.read_text())
+                assert redis.Redis(port=port, protocol=2, socket_timeout=10).set("k", "v") is True
+    log = logfile.read_text()
+    lost = next(line for line in log.splitlines() if "store lost" in line)
+    assert f"store=redis://127.0.0.1:{store_port}" in lost and "reason=" in lost
+
+
+def test_readyz_names_a_backend_the_stored_models_need_that_cannot_load() -> None:
+    metrics = free_port()
+    with running_server(Config(port=0, metrics_port=metrics)) as server:
+        conn = server.client()
+        assert http_get(metrics, "/readyz") == (200, "ready\n")
+        # a model another server stored with a backend this one cannot load (its counters beside it, as stored)
+        conn.hset("foreign", mapping={"__redisai__": "model", "backend": "MXNET", "device": "CPU"})
+        conn.hset("__redisai_stats__:foreign", mapping={"calls": 0})
+        status, body = http_get(metrics, "/readyz")
+        assert status == 503, body
+        assert body == "not ready: backend MXNET (needed by 'foreign') cannot be loaded: ERR Could not load backend\n"
+        assert http_get(metrics, "/healthz") == (200, "ok\n")
+        conn.delete("foreign", "__redisai_stats__:foreign")
+        conn.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", models.torch_add())
+        assert wait_until(lambda: http_get(metrics, "/readyz") == (200, "ready\n"))  # TORCH loads
+        assert "TORCH" in server.server.ctx.ai.backends.loaded()
+
+
+def test_readyz_in_another_database_and_unknown_paths() -> None:
+    metrics = free_port()
+    with running_server(Config(port=0, metrics_port=metrics)) as server:
+        other = server.client(db=5)
+        other.hset("far", mapping={"__redisai__": "model", "backend": "NOPE", "device": "CPU"})
+        other.hset("__redisai_stats__:far", mapping={"calls": 0})
+        status, body = http_get(metrics, "/readyz")
+        assert status == 503 and "backend NOPE (needed by 'far')" in body
+        assert http_get(metrics, "/nothing-here")[0] == 404
+        request = urllib.request.Request(f"http://127.0.0.1:{metrics}/healthz", method="POST")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 405
