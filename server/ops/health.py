@@ -53,11 +53,15 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
 
 
 async def bounded(step: Awaitable[T], timeout: float) -> T:
-    """``step`` within ``timeout`` seconds, else TimeoutError; the step itself is left to finish in the background
-    (shielded), so a connection being made to the store is never cut half-way."""
+    """``step`` within ``timeout`` seconds, else TimeoutError; the step itself is left to finish in the background,
+    so a connection being made to the store is never cut half-way. (``asyncio.wait``, not ``wait_for``: on
+    Python 3.11 ``wait_for`` can swallow the cancellation of its caller when the step ends at that moment.)"""
     task = asyncio.ensure_future(step)
     task.add_done_callback(_retrieve)
-    return await asyncio.wait_for(asyncio.shield(task), timeout)
+    done, _ = await asyncio.wait([task], timeout=timeout)
+    if not done:
+        raise TimeoutError
+    return task.result()
 
 
 class Health:
@@ -138,14 +142,14 @@ class Health:
         self._watch = asyncio.get_running_loop().create_task(self._watch_store())
 
     async def stop_watch(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
-            self._watch = None
+                await watch
 
     async def _watch_store(self) -> None:
-        while True:
+        while self._watch is not None:
             self.note_store(await self.store_problem())
             await asyncio.sleep(WATCH_INTERVAL_S)
 

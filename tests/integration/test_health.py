@@ -16,6 +16,7 @@ import redis
 
 from server.config import Config
 from tests import models
+from tests.cluster_support import LocalCluster
 from tests.support import free_port, running_server, server_process, wait_for_port, wait_until
 
 
@@ -105,3 +106,19 @@ def test_readyz_in_another_database_and_unknown_paths() -> None:
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=10)
         assert refused.value.code == 405
+
+
+def test_readyz_on_a_cluster_sees_every_shard(redis_cluster: LocalCluster) -> None:
+    redis_cluster.flush()
+    metrics = free_port()
+    with running_server(Config(port=0, redis_url=redis_cluster.seed_url, metrics_port=metrics)) as server:
+        assert http_get(metrics, "/readyz") == (200, "ready\n")
+        assert server.client().info("server")["redis_version"] == redis_cluster.primaries()[0].client().info(
+            "server")["redis_version"]
+        conn = server.client()
+        for index in range(6):  # keys over the shards; only one names a backend nobody has
+            backend = "NOPE" if index == 4 else "TORCH"
+            conn.execute_command("HSET", f"obj{index}", "__redisai__", "model", "backend", backend)
+            conn.execute_command("HSET", f"__redisai_stats__:obj{index}", "calls", 0)
+        status, body = http_get(metrics, "/readyz")
+        assert status == 503 and "backend NOPE (needed by 'obj4') cannot be loaded" in body, body
