@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import shutil
+import signal
+import socket
 import subprocess
 import tempfile
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -122,3 +125,27 @@ def test_readyz_on_a_cluster_sees_every_shard(redis_cluster: LocalCluster) -> No
             conn.execute_command("HSET", f"__redisai_stats__:obj{index}", "calls", 0)
         status, body = http_get(metrics, "/readyz")
         assert status == 503 and "backend NOPE (needed by 'obj4') cannot be loaded" in body, body
+
+
+def test_sigterm_right_after_the_first_pong_never_waits_on_the_store_watch() -> None:
+    """The store watch starts with the listeners; a stop that comes at once must still end the process (it hung
+    when the watch's first PING and its cancellation met)."""
+    for _ in range(5):
+        port = free_port()
+        with server_process("--port", str(port), "--log-level", "warning") as proc:
+            assert _first_pong(port)  # asked every millisecond: the stop lands while the watch's first PING is out
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+
+
+def _first_pong(port: int, attempts: int = 30_000) -> bool:
+    """PING the port every millisecond (at most ``attempts`` times, each connect bounded) until +PONG comes back."""
+    for _ in range(attempts):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+                sock.sendall(b"PING\r\n")
+                if sock.recv(16).startswith(b"+PONG"):
+                    return True
+        except OSError:
+            time.sleep(0.001)
+    return False
