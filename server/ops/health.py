@@ -11,7 +11,8 @@ PING keeps its Redis meaning (this process answers) and says nothing about the s
 * the server is not shutting down.
 
 The store watch PINGs the store every ``WATCH_INTERVAL_S`` and logs the moment it is lost and regained (at
-warning and notice), whoever else notices: a store nobody sends commands to is watched too.
+warning and notice), whoever else notices: a store nobody sends commands to is watched too. A store regained
+is asked its version again (INFO server, HELLO and the banner's figures follow an upgraded store).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from backends.errors import AIError
+from server.ops.banner import parse_store_version
 from server.store.stored_objects import backends_needed
 
 if TYPE_CHECKING:
@@ -150,8 +152,19 @@ class Health:
 
     async def _watch_store(self) -> None:
         while self._watch is not None:
+            was_up = self.store_up
             self.note_store(await self.store_problem())
+            if self.store_up and not was_up:
+                await self._reread_version()
             await asyncio.sleep(WATCH_INTERVAL_S)
+
+    async def _reread_version(self) -> None:
+        """A store that came back may be another version (restarted after an upgrade): INFO and HELLO follow it."""
+        try:
+            self.ctx.store_version = parse_store_version(
+                await bounded(self.ctx.store.info(["server"]), STORE_CHECK_TIMEOUT_S))
+        except (TimeoutError, AIError, OSError) as exc:
+            log.warning("the store did not say its version: %s", exc)
 
     def note_store(self, problem: str) -> None:
         """Log a change of the store's state: lost (warning, with the reason) or regained (notice)."""

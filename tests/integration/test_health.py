@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from server.config import Config
+from server.store.process import find_store_binary
 from tests import models
 from tests.cluster_support import LocalCluster
 from tests.support import free_port, running_server, server_process, wait_for_port, wait_until
@@ -33,9 +34,10 @@ def http_get(port: int, path: str) -> tuple[int, str]:
 
 
 @contextmanager
-def redis_on_port(port: int, workdir: str) -> Iterator[subprocess.Popen[bytes]]:
-    """A real redis-server on ``port`` (so a store can be stopped and started again at the same address)."""
-    binary = shutil.which("redis-server")
+def redis_on_port(port: int, workdir: str, binary: str | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """A real redis-server (or ``binary``) on ``port``, so a store can be stopped and another started at the same
+    address."""
+    binary = binary or shutil.which("redis-server")
     if binary is None:
         pytest.skip("redis-server is not installed here; CI installs it")
     proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
@@ -58,6 +60,8 @@ def test_store_killed_readyz_503_with_reason_healthz_200_and_ping_pong(tmp_path:
                                "--redis-url", f"redis://127.0.0.1:{store_port}"):
             wait_for_port(metrics, timeout=30)
             assert http_get(metrics, "/readyz") == (200, "ready\n")
+            before = redis.Redis(port=port, protocol=2, socket_timeout=10).info("server")
+            assert before["store_version"].startswith("redis ")
             store.kill()
             store.wait(10)
             assert wait_until(lambda: http_get(metrics, "/readyz")[0] == 503)
@@ -69,10 +73,14 @@ def test_store_killed_readyz_503_with_reason_healthz_200_and_ping_pong(tmp_path:
             with pytest.raises(redis.RedisError, match="backing store unavailable"):
                 conn.set("k", "v")
             assert wait_until(lambda: "store lost" in logfile.read_text())
-            with redis_on_port(store_port, workdir):
+            with redis_on_port(store_port, workdir, find_store_binary("")):  # back as a Valkey (the bundled one)
                 assert wait_until(lambda: http_get(metrics, "/readyz") == (200, "ready\n"))
                 assert wait_until(lambda: "store regained" in logfile.read_text())
-                assert redis.Redis(port=port, protocol=2, socket_timeout=10).set("k", "v") is True
+                fresh = redis.Redis(port=port, protocol=2, socket_timeout=10)
+                assert fresh.set("k", "v") is True
+                assert wait_until(lambda: fresh.info("server")["store_version"].startswith("valkey "))
+                assert fresh.info("server")["redis_version"] == redis.Redis(port=port, protocol=3).execute_command(
+                    "HELLO", 3)[b"version"].decode()
     log = logfile.read_text()
     lost = next(line for line in log.splitlines() if "store lost" in line)
     assert f"store=redis://127.0.0.1:{store_port}" in lost and "reason=" in lost
