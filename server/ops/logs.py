@@ -8,7 +8,8 @@ start and shutdown), ``warning`` (30). ``info`` is accepted as ``notice``.
 
 An event is an ordinary ``logging`` call whose fields ride in ``extra={"fields": {...}}`` (any layer can log one
 without importing this module). The text format writes them after the message as ``key=value``; the JSON format
-writes one object per line: ``ts``, ``pid``, ``level``, ``logger``, ``msg`` and the fields as keys of their own.
+writes one object per line: ``ts`` (ISO 8601, UTC), ``pid``, ``level``, ``logger``, ``msg`` and the fields as keys
+of their own.
 ``extra={"json_fields": {...}}`` are for the JSON format only (the banner: its text lines already say them).
 Per-request paths check ``isEnabledFor`` before building an event, so a level that is off costs one comparison.
 """
@@ -19,6 +20,7 @@ import json
 import logging
 import logging.handlers
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
 from server.config import Config
@@ -78,7 +80,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
-            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}",
+            "ts": datetime.fromtimestamp(record.created, tz=UTC).isoformat(timespec="milliseconds"),
             "pid": record.process,
             "level": LEVEL_NAMES.get(record.levelno, record.levelname.lower()),
             "logger": record.name,

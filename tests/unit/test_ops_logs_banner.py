@@ -33,7 +33,7 @@ def test_json_format_is_one_object_with_the_fields_as_keys() -> None:
                                                       json_fields={"listeners": ["a:1", b"b:2"]})))
     assert entry["msg"] == "client connected" and entry["level"] == "verbose" and entry["logger"] == "redisai.test"
     assert (entry["id"], entry["addr"], entry["listeners"]) == (3, "x", ["a:1", "b:2"])
-    assert {"ts", "pid"} <= set(entry)
+    assert {"ts", "pid"} <= set(entry) and entry["ts"].endswith("+00:00")
 
 
 def test_log_and_metrics_options_from_file_environment_and_command_line(tmp_path: Path) -> None:
