@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from backends.errors import AIError, wrong_arity
 from backends.objects import MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
 from server.protocol.reply import OK
-from server.store.atomic import DELETE_OBJECT, STATS_PREFIX
+from server.store.atomic import DELETE_OBJECT, STATS_PREFIX, ScriptCall
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -21,11 +21,21 @@ async def delete_stored(client: Client, argv: list[bytes], marker: bytes, empty_
     """AI.MODELDEL / AI.SCRIPTDEL key: DEL restricted to the right kind of object; its stats go too."""
     if len(argv) != 2:
         raise wrong_arity(argv[0].decode(errors="replace"))
-    keyspace = client.keyspace()
-    if not await keyspace.run_script(DELETE_OBJECT, [argv[1], keyspace.stats_key(argv[1])], [marker]):  # at once
+    reply = await client.keyspace().run_script(*delete_call(client.keyspace(), argv[1], marker))  # at once
+    return deleted(client, argv[1], reply, empty_msg)
+
+
+def delete_call(keyspace: Keyspace, key: bytes, marker: bytes) -> ScriptCall:
+    """The check-and-delete of the object (of kind ``marker``) at ``key`` and its counters."""
+    return DELETE_OBJECT, [key, keyspace.stats_key(key)], [marker]
+
+
+def deleted(client: Client, key: bytes, reply: Any, empty_msg: str) -> Any:
+    """The answer to DELETE_OBJECT's ``reply`` (1: deleted, 0: nothing there); this process forgets the object."""
+    if not reply:
         raise AIError(empty_msg)
-    client.ctx.ai.stats.pop(argv[1], None)
-    client.ctx.metrics.forget(argv[1])
+    client.ctx.ai.stats.pop(key, None)
+    client.ctx.metrics.forget(key)
     return OK
 
 
