@@ -20,7 +20,7 @@ from backends.errors import AIError, wrong_arity
 from backends.objects import GRAPH_MARKER, MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
 from server.ai.state import RunStats
 from server.protocol.reply import OK
-from server.store.atomic import RESET_STATS, STAT_FIELDS, ScriptCall
+from server.store.atomic import RESET_STATS, RUN_INFO_FIELD, STAT_FIELDS, ScriptCall
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -48,8 +48,8 @@ def reset_call(keyspace: Keyspace, key: bytes) -> ScriptCall:
 
 def stats_reads(keyspace: Keyspace, key: bytes) -> list[tuple[bytes, ...]]:
     """The object's metadata and its counters (kept beside it, server/store/atomic.py): one round trip."""
-    return [(b"HMGET", key, MARKER_FIELD, b"backend", b"device", b"tag"),
-            (b"HMGET", keyspace.stats_key(key), *STAT_FIELDS)]
+    return [(b"HMGET", key, MARKER_FIELD, b"backend", b"device", b"tag", RUN_INFO_FIELD),
+            (b"HMGET", keyspace.stats_key(key), *STAT_FIELDS, RUN_INFO_FIELD)]
 
 
 def info_answer(key: bytes, replies: list[Any]) -> Any:
@@ -61,12 +61,14 @@ def info_answer(key: bytes, replies: list[Any]) -> Any:
 
 
 def stats_of(key: bytes, replies: list[Any]) -> RunStats | None:
-    """The record from the ``stats_reads`` replies; None unless the object and its counters are both there."""
+    """The record from the ``stats_reads`` replies; None unless the object and its counters are both there, and
+    the counters are this object's (the same run-info id: server/store/atomic.py)."""
     meta, counters = replies
-    if not isinstance(meta, list) or meta[0] not in _KINDS or not isinstance(counters, list) or None in counters:
+    if (not isinstance(meta, list) or meta[0] not in _KINDS or not isinstance(counters, list)
+            or None in counters[:-1] or meta[-1] != counters[-1]):
         return None
     kind = _KINDS[meta[0]]
-    calls, duration, samples, errors = (int(value) for value in counters)
+    calls, duration, samples, errors = (int(value) for value in counters[:-1])
     backend = b"" if kind == "GRAPH" else meta[1] or b"TORCH"  # a graph runs several objects: no one backend
     return RunStats(key, kind, backend.decode(), (meta[2] or b"").decode(), meta[3] or b"",
                     duration, samples, calls, errors)

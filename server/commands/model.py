@@ -36,7 +36,7 @@ from server.commands.model_args import (
 )
 from server.commands.stored import delete_stored, scan_stored
 from server.protocol.reply import OK
-from server.store.atomic import STORE_OBJECT, ScriptCall
+from server.store.atomic import ScriptCall, store_object_call
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -78,8 +78,7 @@ async def prepare_store(client: Client, req: ModelStoreRequest) -> tuple[ScriptC
     if req.backend != "TF":  # TORCH/ONNX name their inputs and outputs themselves
         draft = replace(draft, inputs=tuple(loaded.input_names), outputs=tuple(loaded.output_names))
     keyspace = client.keyspace()
-    write: ScriptCall = (STORE_OBJECT, [req.key, keyspace.stats_key(req.key)],
-                         [MODEL_MARKER, *model_hash_fields(draft, req.blob)])
+    write = store_object_call(req.key, keyspace.stats_key(req.key), MODEL_MARKER, model_hash_fields(draft, req.blob))
 
     def stored() -> None:
         ai.models.put(draft, loaded)

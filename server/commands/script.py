@@ -44,7 +44,7 @@ from server.commands.script_args import (
 )
 from server.commands.stored import delete_stored, scan_stored
 from server.protocol.reply import OK
-from server.store.atomic import STORE_OBJECT, ScriptCall
+from server.store.atomic import ScriptCall, store_object_call
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -86,8 +86,8 @@ async def prepare_store(client: Client, req: ScriptStoreRequest) -> tuple[Script
     meta = ScriptMeta(req.device, req.tag, req.entry_points, blob_digest(req.source))
     compiled = await ai.scripts.compile(req.source, req.device, req.entry_points)
     keyspace = client.keyspace()
-    write: ScriptCall = (STORE_OBJECT, [req.key, keyspace.stats_key(req.key)],
-                         [SCRIPT_MARKER, *script_hash_fields(meta, req.source)])
+    write = store_object_call(req.key, keyspace.stats_key(req.key), SCRIPT_MARKER,
+                              script_hash_fields(meta, req.source))
 
     def stored() -> None:
         ai.scripts.put(meta, compiled)

@@ -13,6 +13,7 @@ both write: a model overwritten by a tensor, or the reverse. A script is atomic 
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -103,15 +104,26 @@ local ours = kind == 'hash' and redis.call('HGET', KEYS[1], '{MARKER_FIELD.decod
 if kind ~= 'none' and not ours then return {_WRONGTYPE} end
 """
 
+RUN_INFO_FIELD = b"run_info"
+"""In an object's hash and in its counters' hash: the same random id, written by STORE_OBJECT. Counters are
+the object's only while the two agree: a key deleted behind our back leaves its counters, and another object
+renamed onto it later must not inherit them."""
+
 STORE_OBJECT = StoreScript("store_object", (_OBJECT_OR_FREE + f"""
 redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('HSET', KEYS[1], unpack(ARGV, 2))
-redis.call('HSET', KEYS[2], {_ZERO_STATS})
+redis.call('HSET', KEYS[1], '{RUN_INFO_FIELD.decode()}', ARGV[2], unpack(ARGV, 3))
+redis.call('HSET', KEYS[2], '{RUN_INFO_FIELD.decode()}', ARGV[2], {_ZERO_STATS})
 return redis.status_reply('OK')
 """).encode())
-"""KEYS[1]: the model or script key, KEYS[2]: its stats key; ARGV[1]: its marker (model / script); ARGV[2..]:
-the hash's fields and values. WRONGTYPE unless the key is missing or holds the same kind of object, which is
-then replaced whole, its AI.INFO counters starting again from zero."""
+"""KEYS[1]: the model or script key, KEYS[2]: its stats key; ARGV[1]: its marker (model / script); ARGV[2]: a
+fresh run-info id (``store_object_call``); ARGV[3..]: the hash's fields and values. WRONGTYPE unless the key is
+missing or holds the same kind of object, which is then replaced whole, its AI.INFO counters starting again
+from zero."""
+
+
+def store_object_call(key: bytes, counters: bytes, marker: bytes, fields: Sequence[bytes]) -> ScriptCall:
+    """The STORE_OBJECT call storing the object of kind ``marker`` at ``key`` (counters at ``counters``)."""
+    return STORE_OBJECT, [key, counters], [marker, os.urandom(8).hex().encode(), *fields]
 
 DELETE_OBJECT = StoreScript("delete_object", (_OBJECT_OR_FREE + """
 redis.call('DEL', KEYS[2])
@@ -143,13 +155,15 @@ _RUN_INFO_KINDS = ", ".join(f"['{marker.decode()}']=true" for marker in (MODEL_M
 RESET_STATS = StoreScript("reset_stats", f"""
 local kinds = {{{_RUN_INFO_KINDS}}}
 local ours = redis.call('TYPE', KEYS[1])['ok'] == 'hash'
-ours = ours and kinds[redis.call('HGET', KEYS[1], '{MARKER_FIELD.decode()}')]
-if not ours or redis.call('EXISTS', KEYS[2]) == 0 then return redis.error_reply('{msgs.INFO_NO_RUN_INFO_MSG}') end
+ours = ours and kinds[redis.call('HGET', KEYS[1], '{MARKER_FIELD.decode()}')] and redis.call('EXISTS', KEYS[2]) == 1
+local id = '{RUN_INFO_FIELD.decode()}'
+ours = ours and redis.call('HGET', KEYS[1], id) == redis.call('HGET', KEYS[2], id)
+if not ours then return redis.error_reply('{msgs.INFO_NO_RUN_INFO_MSG}') end
 redis.call('HSET', KEYS[2], {_ZERO_STATS})
 return redis.status_reply('OK')
 """.encode())
 """AI.INFO … RESETSTAT: KEYS[1] a model, script or graph, KEYS[2] its stats key. Zeroes the counters, or
-answers ``cannot find run info`` (nothing written) unless both are there."""
+answers ``cannot find run info`` (nothing written) unless both are there, with one run-info id."""
 
 SCRIPTS = (SET_TENSORS, STORE_OBJECT, DELETE_OBJECT, RECORD_RUN, RESET_STATS)
 
