@@ -127,6 +127,7 @@ def _store_form(parse: Callable[[list[bytes]], Any], prepare: Callable[[Client, 
 
 
 def _queue_delete(marker: bytes, empty_msg: str) -> QueueForm:
+    """AI.MODELDEL / AI.SCRIPTDEL key: DELETE_OBJECT at EXEC (the right kind of object, or its error)."""
     def form(client: Client, argv: list[bytes]) -> Queued:
         if len(argv) != 2:
             raise _arity_error(argv)
