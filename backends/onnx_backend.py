@@ -73,7 +73,7 @@ class OnnxModel(NamedModel):
         self._watchdog = watchdog
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        feed = dict(zip(self._inputs, inputs, strict=True))
+        feed = dict(zip(self._inputs, (_ort_input(array) for array in inputs), strict=True))
         options = ort.RunOptions() if self._timeout_ms > 0 else None
         token = self._watchdog.watch(options, self._timeout_ms) if options is not None else None
         try:
@@ -83,6 +83,18 @@ class OnnxModel(NamedModel):
         finally:
             if token is not None:
                 self._watchdog.release(token)
+
+
+def _ort_input(array: np.ndarray) -> np.ndarray:
+    """A STRING tensor (an object array of ``bytes``) as an array of ``str``: onnxruntime's binding feeds an
+    element's ``str()``, so ``b'input11'`` would reach the model as the text ``b'input11'``. Its outputs come
+    back as ``str`` and are encoded as UTF-8 again (``Tensor.from_numpy``)."""
+    if array.dtype != object:
+        return array
+    try:
+        return np.array([item.decode() for item in array.reshape(-1).tolist()], dtype=object).reshape(array.shape)
+    except UnicodeDecodeError as exc:
+        raise AIError(msgs.ONNX_STRING_NOT_UTF8_MSG) from exc
 
 
 def ort_message(exc: BaseException) -> str:

@@ -178,9 +178,15 @@ def _torch_device(device: Device) -> torch.device:
     return torch.device("cuda", device.index or 0)
 
 
+def _find_function(unit: Any, name: str) -> Any:
+    """The compiled function ``name``, or None. An empty name is "no such function": torch itself would raise
+    its internal ``Expected !name.empty()``."""
+    return unit.find_function(name) if name else None
+
+
 def _check_entry_point(unit: Any, name: str) -> None:
     """An entry point must exist and take exactly (List[Tensor], List[str], List[str])."""
-    function = unit.find_function(name)
+    function = _find_function(unit, name)
     if function is None:
         raise AIError(msgs.ENTRY_POINT_MISSING_FMT.format(fn=name))
     arguments = function.schema.arguments
@@ -272,7 +278,7 @@ class CompiledScript:
         self._intra_op_threads = intra_op_threads
 
     def has_function(self, name: str) -> bool:
-        return self._unit.find_function(name) is not None
+        return _find_function(self._unit, name) is not None
 
     def _to_device(self, tensor: Tensor) -> torch.Tensor:
         """Inputs decoded from the store are read-only views of its bytes: a script that works in place gets
@@ -284,7 +290,7 @@ class CompiledScript:
             args: Sequence[bytes] = (), n_outputs: int, host: ScriptHost | None = None) -> list[Tensor]:
         """Call ``function`` (entry-point convention when ``entry_point``, else positional) with ``host`` bound
         for its redis/redisAI calls; the flattened outputs, on the CPU. Errors are ``AIError``s."""
-        compiled = self._unit.find_function(function)
+        compiled = _find_function(self._unit, function)
         if compiled is None:
             raise AIError(msgs.FUNCTION_MISSING_FMT.format(fn=function))
         use_intra_op_threads(self._intra_op_threads)  # on this worker thread (backends/torch_threads.py)

@@ -54,7 +54,7 @@ class CommandSpec:
     summary: str
     usage: str
     after_relays: bool = False
-    ai: bool = False  # an AI.* command: refused inside MULTI (the store cannot queue it)
+    ai: bool = False  # an AI.* command: inside MULTI, queued by its MULTI form (server/commands/in_multi.py)
 
     @property
     def no_auth(self) -> bool:
@@ -98,7 +98,7 @@ def command(name: str, handler: Handler, *, arity: int, group: str, summary: str
 
 def ai_command(name: str, handler: Handler, *, flags: tuple[str, ...], summary: str, usage: str,
                keys: tuple[int, int, int] = NO_KEYS, after_relays: bool = False) -> CommandSpec:
-    """An AI.* row: group ``ai``, refused inside MULTI, and any arity (RedisAI checks the argument count itself,
-    with its own texts, so the table must not answer Redis's generic arity error first)."""
+    """An AI.* row: group ``ai``, queued in MULTI by its MULTI form, and any arity (RedisAI checks the argument
+    count itself, with its own texts, so the table must not answer Redis's generic arity error first)."""
     return command(name, handler, arity=-1, group="ai", summary=summary, usage=usage, flags=flags, keys=keys,
                    after_relays=after_relays, ai=True)

@@ -284,7 +284,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             return self.relay.route(argv)
         if self.state.in_multi and spec.name not in ("QUIT", "RESET"):
             try:
-                return self.transaction.queue(argv, spec)
+                return self.transaction.queue(self, argv, spec)
             except AIError:
                 self.relay.poison_transaction()
                 raise
