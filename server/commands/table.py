@@ -47,9 +47,9 @@ _READS_KEY, _WRITES_KEY, _DELETES_KEY = (_OWN_KEY,), (key_at(1, OVERWRITE),), (k
 _OP_KEYS = "The model and script keys the ops run"
 
 _ELEMENTS = "O(N) where N is the number of elements in the tensor"
-_BLOB = "O(N) where N is the size of the blob; the model is loaded on its first run"
+_BLOB = "O(N) where N is the size of the blob, plus the time to load the model (it is loaded when stored)"
 _BLOB_OUT = "O(N) where N is the size of the blob (O(1) with META only)"
-_SOURCE = "O(N) where N is the length of the source; it is compiled on its first run"
+_SOURCE = "O(N) where N is the length of the source, plus the time to compile it (it is compiled when stored)"
 _RUN = "The run time of the model or script, plus O(N) in the size of the input and output tensors"
 _DAG = "The run time of every op, plus O(N) in the size of the tensors loaded and persisted"
 _SCAN = "O(N) where N is the number of keys in the database"
