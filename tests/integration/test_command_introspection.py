@@ -18,6 +18,8 @@ from redis._parsers.commands import CommandsParser
 from server.protocol.framer import ReplyFramer, split_aggregate
 from tests.support import RunningServer
 
+RUNS_ON_CLUSTER = True  # COMMAND is relayed to one node of a cluster store: the same merged answers
+
 DAG = ("AI.DAGEXECUTE LOAD 1 a PERSIST 1 c KEYS 1 {k} ROUTING r |> AI.MODELEXECUTE m INPUTS 1 a OUTPUTS 1 b "
        "|> AI.SCRIPTEXECUTE s f KEYS 1 kk INPUTS 1 b OUTPUTS 1 c |> AI.TENSORSET LOAD FLOAT 1")
 
