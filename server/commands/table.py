@@ -148,12 +148,13 @@ COMMAND_TABLE: Mapping[str, CommandSpec] = MappingProxyType({
         ai_command("AI.DAGEXECUTE", dag.cmd_dagexecute, flags=_EXEC_FLAGS, key_specs=_dag_specs(persist=True),
                    find_keys=getkeys.dagexecute_keys, complexity=_DAG,
                    summary="Runs a DAG of tensor, model and script ops, across devices.",
-                   usage="AI.DAGEXECUTE [LOAD n key ...] [PERSIST n key ...] [ROUTING key] [TIMEOUT ms] "
-                         "|> op [|> op ...]", after_relays=True),
+                   usage="AI.DAGEXECUTE [LOAD n key ...] [PERSIST n key ...] [KEYS n key ...] [ROUTING key] "
+                         "[TIMEOUT ms] |> op [|> op ...]", after_relays=True),
         ai_command("AI.DAGEXECUTE_RO", dag.cmd_dagexecute_ro, flags=("readonly", "movablekeys"),
                    key_specs=_dag_specs(persist=False), find_keys=getkeys.dagexecute_ro_keys, complexity=_DAG,
                    summary="Runs a read-only DAG (no PERSIST, no scripts).",
-                   usage="AI.DAGEXECUTE_RO [LOAD n key ...] [ROUTING key] [TIMEOUT ms] |> op [|> op ...]",
+                   usage="AI.DAGEXECUTE_RO [LOAD n key ...] [KEYS n key ...] [ROUTING key] [TIMEOUT ms] "
+                         "|> op [|> op ...]",
                    after_relays=True),
         ai_command("AI.DAGRUN", dag.cmd_dagrun, flags=_EXEC_FLAGS, key_specs=_dag_specs(persist=True),
                    find_keys=getkeys.dagrun_keys, since="1.0.0", complexity=_DAG, replaced_by="AI.DAGEXECUTE",
