@@ -128,20 +128,25 @@ NO_KEYS = (0, 0, 0)
 
 def command(name: str, handler: Handler, *, arity: int, group: str, summary: str, usage: str,
             flags: tuple[str, ...] = (), keys: tuple[int, int, int] = NO_KEYS, after_relays: bool = False,
-            ai: bool = False, **more: Any) -> CommandSpec:
+            ai: bool = False, key_specs: tuple[KeySpecRow, ...] = (), find_keys: KeyFinder | None = None,
+            complexity: str = "", since: str = "", replaced_by: str = "") -> CommandSpec:
     """One table row, by keyword: ten positional fields read as a row of numbers, so a row written with
     this names each of them (``keys`` is Redis's (first, last, step) of the key arguments; ``NO_KEYS``: none;
-    ``more``: the optional fields, ``key_specs``, ``find_keys``, ``complexity``, ``since``, ``replaced_by``).
+    ``key_specs`` Redis 7's, server/commands/keyspecs.py; ``find_keys`` the command's own key finder,
+    server/commands/getkeys.py; ``replaced_by`` marks a deprecated command).
     """
     first_key, last_key, step = keys
     return CommandSpec(name, handler, arity, flags, first_key, last_key, step, group, summary, usage,
-                       after_relays=after_relays, ai=ai, **more)
+                       after_relays=after_relays, ai=ai, key_specs=key_specs, find_keys=find_keys,
+                       complexity=complexity, since=since, replaced_by=replaced_by)
 
 
 def ai_command(name: str, handler: Handler, *, flags: tuple[str, ...], summary: str, usage: str,
                complexity: str, keys: tuple[int, int, int] = NO_KEYS, after_relays: bool = False,
-               **more: Any) -> CommandSpec:
+               key_specs: tuple[KeySpecRow, ...] = (), find_keys: KeyFinder | None = None, since: str = "",
+               replaced_by: str = "") -> CommandSpec:
     """An AI.* row: group ``ai``, refused inside MULTI, and any arity (RedisAI checks the argument count itself,
     with its own texts, so the table must not answer Redis's generic arity error first)."""
     return command(name, handler, arity=-1, group="ai", summary=summary, usage=usage, flags=flags, keys=keys,
-                   after_relays=after_relays, ai=True, complexity=complexity, **more)
+                   after_relays=after_relays, ai=True, key_specs=key_specs, find_keys=find_keys,
+                   complexity=complexity, since=since, replaced_by=replaced_by)
