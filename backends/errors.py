@@ -98,6 +98,7 @@ UNKNOWN_SUBCOMMAND_FMT = "ERR unknown subcommand '{sub}'. Try {cmd} HELP."
 INVALID_COMMAND_GETKEYS_MSG = "ERR Invalid command specified"
 NO_KEYS_MSG = "ERR The command has no key arguments"
 INVALID_ARGS_GETKEYS_MSG = "ERR Invalid arguments specified for command"
+INVALID_ARITY_GETKEYS_MSG = "ERR Invalid number of arguments specified for command"
 SHUTTING_DOWN_MSG = "ERR Server is shutting down"
 EMBEDDED_STORE_PRIVATE_FMT = ("ERR '{cmd}' is not allowed: the embedded store belongs to this server (run your own "
                               "Redis and use --redis-url to administer it)")

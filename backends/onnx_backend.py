@@ -12,6 +12,7 @@ import itertools
 import re
 import threading
 import time
+from collections.abc import Sequence
 
 import numpy as np
 import onnxruntime as ort
@@ -97,6 +98,23 @@ def _ort_input(array: np.ndarray) -> np.ndarray:
         raise AIError(msgs.ONNX_STRING_NOT_UTF8_MSG) from exc
 
 
+Provider = str | tuple[str, dict[str, int]]
+_CUDA = "CUDAExecutionProvider"
+
+
+def onnx_providers(device: Device, available: Sequence[str]) -> list[Provider]:
+    """The execution providers of a session on ``device``: the CPU, or CUDA on GPU ``n`` (its ``device_id``:
+    ``GPU:1`` runs on the second GPU, not the first) with the CPU for the nodes CUDA does not take.
+    ``available`` is onnxruntime's list; without CUDA (the ``onnxruntime`` CPU package) a GPU device is
+    RedisAI's "GPU requested but ONNX couldn't find CUDA". A ``device_id`` beyond the GPUs present is
+    onnxruntime's own error when the session is made."""
+    if not device.is_gpu:
+        return ["CPUExecutionProvider"]
+    if _CUDA not in available:
+        raise AIError(msgs.ONNX_GPU_NOT_AVAILABLE_MSG)
+    return [(_CUDA, {"device_id": device.index or 0}), "CPUExecutionProvider"]
+
+
 def ort_message(exc: BaseException) -> str:
     """ONNX Runtime's own message, as RedisAI replies it (the C API's status message): one line, without the
     ``[ONNXRuntimeError] : <code> : <NAME> : `` prefix the Python binding adds."""
@@ -127,12 +145,8 @@ class OnnxBackend:
         return OnnxModel(session, options.execution_timeout_ms, self._watchdog)
 
     @staticmethod
-    def _providers(device: Device) -> list[str]:
-        if not device.is_gpu:
-            return ["CPUExecutionProvider"]
-        if "CUDAExecutionProvider" not in ort.get_available_providers():
-            raise AIError(msgs.ONNX_GPU_NOT_AVAILABLE_MSG)
-        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    def _providers(device: Device) -> list[Provider]:
+        return onnx_providers(device, ort.get_available_providers())
 
     def version(self) -> str:
         return str(ort.__version__)

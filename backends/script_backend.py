@@ -35,6 +35,7 @@ from backends.base import LoadedModel
 from backends.device import Device
 from backends.errors import AIError, one_line
 from backends.tensor import Tensor
+from backends.torch_backend import torch_device
 from backends.torch_threads import use_intra_op_threads
 
 
@@ -170,14 +171,6 @@ def _resolve(name: str) -> Any:
     return None
 
 
-def _torch_device(device: Device) -> torch.device:
-    if not device.is_gpu:
-        return torch.device("cpu")
-    if not torch.cuda.is_available():
-        raise AIError(msgs.GPU_NOT_AVAILABLE_FMT.format(backend="Torch"))
-    return torch.device("cuda", device.index or 0)
-
-
 def _find_function(unit: Any, name: str) -> Any:
     """The compiled function ``name``, or None. An empty name is "no such function": torch itself would raise
     its internal ``Expected !name.empty()``."""
@@ -227,7 +220,7 @@ def compile_script(source: bytes, device: Device, entry_points: Sequence[str],
     except Exception as exc:
         raise AIError(one_line(exc)) from exc
     _refuse_file_access(unit)
-    target = _torch_device(device)
+    target = torch_device(device)
     for name in entry_points:
         _check_entry_point(unit, name)
     return CompiledScript(unit, target, intra_op_threads)

@@ -39,12 +39,12 @@ NA = Status(msgs.NA_STATUS)
 
 
 async def cmd_dagexecute(client: Client, argv: list[bytes]) -> Any:
-    """AI.DAGEXECUTE [LOAD n key...] [PERSIST n key...] [ROUTING key] [TIMEOUT ms] |> op [|> op ...]"""
+    """AI.DAGEXECUTE [LOAD n key ...] [PERSIST n key ...] [KEYS n key ...] [ROUTING key] [TIMEOUT ms] |> op ..."""
     return await run_dag(client, argv, DAGEXECUTE)
 
 
 async def cmd_dagexecute_ro(client: Client, argv: list[bytes]) -> Any:
-    """AI.DAGEXECUTE_RO [LOAD n key...] [ROUTING key] [TIMEOUT ms] |> op [|> op ...]"""
+    """AI.DAGEXECUTE_RO [LOAD n key ...] [KEYS n key ...] [ROUTING key] [TIMEOUT ms] |> op [|> op ...]"""
     return await run_dag(client, argv, DAGEXECUTE_RO)
 
 

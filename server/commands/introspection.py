@@ -1,4 +1,4 @@
-"""INFO and COMMAND: our own sections and command entries, merged with what the backing store reports."""
+"""INFO: our own sections, merged with what the backing store reports (COMMAND: command_info.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from backends import errors as msgs
-from backends.errors import AIError, wrong_arity
 from server.commands.context import REDIS_COMPAT_VERSION, VERSION
 from server.commands.info_ai import ai_sections, commandstats_lines
 from server.commands.info_text import (
@@ -22,10 +20,8 @@ from server.commands.info_text import (
     title_of,
     wanted_sections,
 )
-from server.commands.spec import RELAY, CommandSpec, RelayThen
 from server.commands.stored import count_stored
-from server.protocol.framer import join_aggregate, split_aggregate
-from server.protocol.reply import Status, Verbatim, encode
+from server.protocol.reply import Verbatim
 
 if TYPE_CHECKING:
     from server.commands.context import Client
@@ -146,86 +142,3 @@ def _current_memory() -> tuple[int, int]:
     except (OSError, ValueError):
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, 0
 
-
-def cmd_command(client: Client, argv: list[bytes]) -> Any:
-    """COMMAND [COUNT | INFO name... | DOCS [name...] | GETKEYS cmd args... | LIST]: ours merged into the store's.
-
-    The store's reply is relayed in the client's protocol and our entries are spliced into the raw frame, so
-    every type the store sent (simple strings, maps) reaches the client as the store sent it.
-    """
-    table, proto = client.ctx.commands, client.state.proto
-    sub = argv[1].upper() if len(argv) > 1 else b""
-    if sub == b"":
-        ours = [encode(spec.info_reply(), proto) for spec in table.values()]
-        return RelayThen(lambda raw: append_elements(raw, ours, b"*"))
-    if sub == b"COUNT":
-        return RelayThen(lambda raw: b":%d\r\n" % ((int(raw[1:-2]) if raw[:1] == b":" else 0) + len(table)))
-    if sub == b"LIST":
-        names = [encode(spec.name.lower(), proto) for spec in table.values()]
-        return RelayThen(lambda raw: append_elements(raw, names, b"*"))
-    if sub == b"INFO":
-        return _command_info(client, argv[2:])
-    if sub == b"DOCS":
-        return _command_docs(client, argv[2:])
-    if sub in (b"GETKEYS", b"GETKEYSANDFLAGS"):
-        return _command_getkeys(client, argv)
-    return RELAY
-
-
-def _ours(client: Client, name: bytes) -> CommandSpec | None:
-    return client.ctx.commands.get(name.upper().decode(errors="replace"))
-
-
-def append_elements(raw: bytes, extra: list[bytes], kind: bytes) -> bytes:
-    """Our encoded elements after the store's (an error reply from the store counts as an empty aggregate)."""
-    if raw[:1] in (b"-", b"_") or raw.startswith(b"*-1"):
-        return join_aggregate(kind, extra)
-    raw_kind, elements = split_aggregate(raw)
-    return join_aggregate(raw_kind, elements + extra)
-
-
-def _command_info(client: Client, names: list[bytes]) -> Any:
-    specs = [_ours(client, name) for name in names]
-    if all(spec is not None for spec in specs):
-        return [spec.info_reply() for spec in specs if spec is not None]
-    others = [name for name, spec in zip(names, specs, strict=False) if spec is None]
-    proto = client.state.proto
-
-    def merge(raw: bytes) -> bytes:
-        kind, theirs = split_aggregate(raw) if raw[:1] == b"*" else (b"*", [encode(None, proto)] * len(others))
-        it = iter(theirs)
-        return join_aggregate(kind, [encode(s.info_reply(), proto) if s else next(it) for s in specs])
-
-    return RelayThen(merge, [b"COMMAND", b"INFO", *(name.lower() for name in others)])
-
-
-def _command_docs(client: Client, names: list[bytes]) -> Any:
-    proto = client.state.proto
-    if names:
-        specs = {name: _ours(client, name) for name in names}
-        ours = {name.lower(): spec.docs_reply() for name, spec in specs.items() if spec is not None}
-        others = [name for name, spec in specs.items() if spec is None]
-    else:
-        ours = {spec.name.lower().encode(): spec.docs_reply() for spec in client.ctx.commands.values()}
-        others = []
-    if names and not others:
-        return ours
-    extra = [encode(part, proto) for key, doc in ours.items() for part in (key, doc)]
-    kind = b"%" if proto == 3 else b"*"
-    return RelayThen(lambda raw: append_elements(raw, extra, kind), [b"COMMAND", b"DOCS", *others])
-
-
-def _command_getkeys(client: Client, argv: list[bytes]) -> Any:
-    if len(argv) < 3:
-        raise wrong_arity(f"command|{argv[1].decode(errors='replace').lower()}")
-    spec = client.ctx.commands.get(argv[2].upper().decode(errors="replace"))
-    if spec is None:
-        return RELAY
-    if not spec.arity_ok(len(argv) - 2):
-        raise AIError(msgs.INVALID_ARGS_GETKEYS_MSG)
-    keys = spec.keys_of(argv[2:])
-    if not keys:
-        raise AIError(msgs.NO_KEYS_MSG)
-    if argv[1].upper() == b"GETKEYSANDFLAGS":
-        return [[key, [Status(f) for f in spec.flags if f in ("readonly", "write")]] for key in keys]
-    return keys
