@@ -16,6 +16,7 @@ import time
 from server.ai.state import AIState
 from server.commands.context import ServerContext
 from server.commands.table import COMMAND_TABLE
+from server.compiled import describe_build
 from server.config import Config
 from server.frontend.connection import ClientConnection
 from server.ops.metrics import Metrics, ObservedServer
@@ -72,8 +73,9 @@ class Server:
                 listener.close()
             await self.ctx.store.close()
             raise
-        log.info("ready to accept connections on %s (store: %s)",
-                 ", ".join(str(p) for p in self.ports) or self.config.unixsocket, self.ctx.store.describe())
+        log.info("ready to accept connections on %s (store: %s; hot path: %s)",
+                 ", ".join(str(p) for p in self.ports) or self.config.unixsocket, self.ctx.store.describe(),
+                 describe_build())
 
     async def _start_store(self) -> None:
         """Start the store; a --redis-url that names a node of a Redis Cluster (or comes with --cluster-seeds)
