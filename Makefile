@@ -68,6 +68,7 @@ bench: venv compile
 	$(BIN)/python -m bench.graph_bench
 	$(BIN)/python -m bench.batching_bench
 	$(BIN)/python -m bench.cluster_bench
+	$(BIN)/python -m bench.compiled_bench
 	$(BIN)/python -m bench.startup
 	$(BIN)/python -m bench.rss_bench
 
