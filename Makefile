@@ -2,6 +2,8 @@
 #   make run   - create .venv, install everything, start the server on 127.0.0.1:6379 (embedded store;
 #                ARGS="--dir ./data" to keep its data on disk)
 #   make test  - create .venv, install everything, run the whole test suite
+# Both compile the per-request hot path with mypyc first (server/compiled.py; ~2 minutes, again whenever one
+# of those sources changes). COMPILE=0 keeps everything pure Python: `make test COMPILE=0`.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -10,8 +12,12 @@ TORCH := torch==2.13.0
 # A plain install from PyPI brings torch's CUDA build (several GB); on an ordinary machine take the CPU-only
 # build from PyTorch's index: make venv TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 TORCH_INDEX_URL ?=
+COMPILE ?= 1
+COMPILED := build/.compiled
+# the sources of server/compiled.py's HOT_MODULES: a change to one rebuilds the compiled path
+HOT_SOURCES := $(shell sed -n 's/^    "\([a-z_.]*\)",$$/\1/p' server/compiled.py | tr . / | sed 's/$$/.py/')
 
-.PHONY: venv run test lint typecheck bench clean
+.PHONY: venv compile purge-compiled run test lint typecheck bench clean
 
 venv: $(STAMP)
 
@@ -23,17 +29,41 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[torch,onnx,tf,tflite,uvloop,metrics,dev]'
 	touch $(STAMP)
 
-run: venv
+# The compiled modules land beside their sources (*.so, ignored by git); COMPILE=0 removes them instead.
+ifeq ($(COMPILE),1)
+compile: $(COMPILED)
+else
+compile: purge-compiled
+endif
+
+$(COMPILED): $(STAMP) setup.py server/compiled.py $(HOT_SOURCES)
+	REDISAI_COMPILE=1 $(BIN)/python setup.py --quiet build_ext --inplace
+	mkdir -p build && touch $(COMPILED)
+
+purge-compiled:
+	find server backends dag -name '*.so' -delete
+	rm -f *__mypyc*.so $(COMPILED)
+
+run: venv compile
 	$(BIN)/redisai-server --bind 127.0.0.1 --port 6379 $(ARGS)
 
-test: venv
+# The suite runs on the build as made (compiled unless COMPILE=0); then the tests of the compiled modules run
+# once more on their .py sources (REDISAI_PURE_PYTHON=1), the path wherever mypyc cannot build.
+PURE_TESTS := tests/unit tests/integration/test_protocol_errors.py tests/integration/test_passthrough.py \
+	tests/integration/test_tensor.py tests/integration/test_connection_state.py \
+	tests/integration/test_shared_relay.py tests/integration/test_pubsub_blocking.py tests/integration/test_model.py
+
+test: venv compile
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+ifeq ($(COMPILE),1)
+	REDISAI_PURE_PYTHON=1 $(BIN)/python -m pytest -q $(PURE_TESTS)
+endif
 
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-bench: venv
+bench: venv compile
 	$(BIN)/python -m bench.resp_passthrough
 	$(BIN)/python -m bench.tensor_bench
 	$(BIN)/python -m bench.model_bench
@@ -41,8 +71,11 @@ bench: venv
 	$(BIN)/python -m bench.graph_bench
 	$(BIN)/python -m bench.batching_bench
 	$(BIN)/python -m bench.cluster_bench
+	$(BIN)/python -m bench.compiled_bench
 	$(BIN)/python -m bench.startup
 	$(BIN)/python -m bench.rss_bench
 
 clean:
-	rm -rf $(VENV) .clients .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .clients .pytest_cache .mypy_cache .ruff_cache build
+	find server backends dag -name '*.so' -delete
+	rm -f *__mypyc*.so

@@ -35,11 +35,14 @@ def redis_server() -> Iterator[int]:
 
 
 @contextmanager
-def our_server(*args: str) -> Iterator[int]:
-    """Our server as its own process (the same command line as `make run`); yields its port."""
+def our_server(*args: str, env: dict[str, str] | None = None) -> Iterator[int]:
+    """Our server as its own process (the same command line as `make run`); yields its port.
+
+    ``env``: variables added to this process's environment (REDISAI_PURE_PYTHON=1: bench.compiled_bench).
+    """
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "server", "--port", str(port), "--log-level", "warning", *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})})
     try:
         wait_for_port(port, timeout=30)
         yield port

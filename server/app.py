@@ -19,6 +19,7 @@ from backends.errors import AIError
 from server.ai.state import AIState
 from server.commands.context import ServerContext
 from server.commands.table import COMMAND_TABLE
+from server.compiled import describe_build
 from server.config import Config
 from server.frontend.connection import ClientConnection
 from server.ops.banner import banner, parse_store_version
@@ -85,8 +86,9 @@ class Server:
             raise
         self._log_banner()
         self.health.start_watch()
-        log.info("ready to accept connections on %s (store: %s)",
-                 ", ".join(str(p) for p in self.ports) or self.config.unixsocket, self.ctx.store.describe())
+        log.info("ready to accept connections on %s (store: %s; hot path: %s)",
+                 ", ".join(str(p) for p in self.ports) or self.config.unixsocket, self.ctx.store.describe(),
+                 describe_build())
 
     async def _read_store_version(self) -> None:
         """What the store is (INFO server): INFO, HELLO and the banner report it truthfully."""

@@ -14,6 +14,7 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
+from server.compiled import hot_module_builds
 from server.config import Config
 from server.store.embedded import EmbeddedStore
 from tests.cluster_support import LocalCluster, local_cluster
@@ -40,6 +41,14 @@ def redis_cluster() -> Iterator[LocalCluster]:
     """A real Redis Cluster (3 primaries, 3 replicas) of valkey-server nodes, started once per test session."""
     with local_cluster(primaries=3, replicas=1) as cluster:
         yield cluster
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse to test a compiled build older than its sources: the old code would run (server/compiled.py)."""
+    stale = [build.name for build in hot_module_builds() if build.stale]
+    if stale and os.environ.get("REDISAI_PURE_PYTHON") != "1":
+        pytest.exit(f"compiled modules older than their sources ({', '.join(stale)}): run `make compile`, "
+                    "or test the sources with REDISAI_PURE_PYTHON=1", returncode=4)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

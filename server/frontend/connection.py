@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from asyncio import iscoroutine
 from collections import deque
 from types import CoroutineType
 from typing import Any, cast
@@ -52,6 +53,9 @@ log = logging.getLogger("redisai.connection")
 HIGH_WATER = 1024
 LOW_WATER = 128
 PUBSUB_OUTPUT_LIMIT = 32 * 1024 * 1024
+# What synchronous handlers return; anything else may be a coroutine of a compiled (mypyc) handler, whose type
+# is not CoroutineType.
+PLAIN_OUTCOMES: frozenset[type] = frozenset({bytes, str, int, float, list, tuple, dict, type(None)})
 
 
 
@@ -243,7 +247,8 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         started = time.perf_counter_ns() if spec is not None else 0
         try:
             outcome = self._dispatch(argv, spec)
-            if type(outcome) is CoroutineType:  # an async handler (asyncio.iscoroutine costs more per call)
+            # an async handler: CoroutineType first (the cheap check), then a compiled (mypyc) coroutine
+            if type(outcome) is CoroutineType or (type(outcome) not in PLAIN_OUTCOMES and iscoroutine(outcome)):
                 finished, outcome = drive(outcome, lambda reply, failure: self._finish(
                     reply, failure, argv, slot, spec, started))  # runs synchronously until it really waits
                 if not finished:

@@ -94,14 +94,25 @@ class TrackingLink:
         """Send ``commands`` and return their replies (error replies as AIError values). ``hooks[i]`` is called
         with reply i the moment it is parsed, before any push that follows it is applied: a value cached there
         is dropped by a later push, never cached after it."""
-        if self._upstream is None:
-            async with self._lock:
-                if self._upstream is None:
-                    await self._connect()
         upstream = self._upstream
         if upstream is None:
-            raise AIError(msgs.UPSTREAM_DOWN_MSG.format(detail="connection closed"))
+            upstream = await self._connected()
         return await self._send(upstream, commands, hooks)
+
+    async def _connected(self) -> UpstreamProtocol:
+        """The live connection, made by the first of concurrent readers. Read through a fresh local each
+        time: narrowed to None by the check before the wait, ``self._upstream`` would be taken for None by
+        the compiled code after it (mypyc trusts mypy's narrowing)."""
+        async with self._lock:
+            if self._upstream is None:
+                await self._connect()
+        upstream = self._live()
+        if upstream is None:
+            raise AIError(msgs.UPSTREAM_DOWN_MSG.format(detail="connection closed"))
+        return upstream
+
+    def _live(self) -> UpstreamProtocol | None:
+        return self._upstream
 
     async def _send(self, upstream: UpstreamProtocol, commands: list[list[bytes]],
                     hooks: Sequence[Hook | None] = ()) -> list[Any]:

@@ -33,6 +33,14 @@ from server.store.upstream import (
 )
 
 
+def lost_detail(exc: Exception | None, address: StoreAddress) -> str:
+    """Why a store connection ended, naming the store (on a cluster: which node went away)."""
+    where = address.describe()
+    if exc is None:
+        return f"connection to {where} closed"
+    return str(exc) if where in str(exc) else f"{exc} ({where})"
+
+
 class RedisSession:
     """A client's own upstream connection; classifies frames into replies (to slots) and pushes."""
 
@@ -94,7 +102,7 @@ class RedisSession:
         if not self._closed:
             self._closed = True
             self._sink.store_lost()
-            self._fail_all(str(exc) if exc else "connection closed")
+            self._fail_all(lost_detail(exc, self._address))
 
     def _fail_all(self, detail: str) -> None:
         error = _store_down_reply(detail)
@@ -241,7 +249,7 @@ class SharedRelay:
 
     def _on_lost(self, exc: Exception | None) -> None:
         self._upstream = None
-        self._fail_all(str(exc) if exc else "connection closed")
+        self._fail_all(lost_detail(exc, self._address))
 
     def _fail_all(self, detail: str) -> None:
         error = _store_down_reply(detail)
@@ -317,7 +325,7 @@ class RedisLink:
     def _on_lost(self, exc: Exception | None) -> None:
         self._upstream = None
         self._outbox = []
-        self._pending.fail_all(AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc or "connection closed")))
+        self._pending.fail_all(AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=lost_detail(exc, self._address))))
 
     def shards(self) -> list[RedisLink]:
         return [self]

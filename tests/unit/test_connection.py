@@ -17,7 +17,9 @@ from server.commands.table import COMMAND_TABLE
 from server.config import Config
 from server.frontend.connection import ClientConnection
 from server.protocol.slot import ReplySlot
+from server.store.cache import TrackedCache
 from server.store.session import SessionSink
+from server.store.upstream import StoreAddress
 
 
 class FakeTransport(asyncio.Transport):
@@ -95,11 +97,6 @@ class FakeRelay:
         sink.flush()
 
 
-class FakeCache:
-    def invalidate_for(self, db: int, argv: list[bytes]) -> None:
-        pass
-
-
 class FakeStore:
     """Just what the connection asks of a store for relayed commands."""
 
@@ -107,7 +104,7 @@ class FakeStore:
     default_db = 0
 
     def __init__(self) -> None:
-        self.cache = FakeCache()
+        self.cache = TrackedCache(StoreAddress(), 0)  # a real, disabled one: compiled callers check its type
         self.sessions: list[FakeSession] = []
         self.relay = FakeRelay()
 
