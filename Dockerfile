@@ -24,12 +24,22 @@ RUN apt-get update \
     && mkdir /data && chown redisai /data
 
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md setup.py ./
 COPY server ./server
 COPY dag ./dag
 COPY backends ./backends
 # torch first, exactly this version, from TORCH_INDEX_URL, so the project's torch range is already met
 RUN pip install --index-url "${TORCH_INDEX_URL}" "torch==2.13.0" && pip install ".[${EXTRAS}]"
+# The per-request hot path compiled with mypyc (docs/performance.md, "The compiled hot path"): the installed
+# package is rebuilt with its .so modules, then the compiler and mypy leave the image. COMPILE=0: pure Python.
+ARG COMPILE=1
+RUN if [ "${COMPILE}" = 1 ]; then \
+        apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+        && pip install "setuptools>=77" "mypy==2.4.1" \
+        && REDISAI_COMPILE=1 pip install --no-build-isolation --no-deps --force-reinstall . \
+        && pip uninstall -y mypy && apt-get purge -y gcc libc6-dev && apt-get autoremove -y \
+        && rm -rf /var/lib/apt/lists/* build; \
+    fi
 
 USER redisai
 VOLUME /data

@@ -80,6 +80,17 @@ def test_dockerfile_is_slim_non_root_with_a_readiness_healthcheck() -> None:
     assert 'ENTRYPOINT ["redisai-server"]' in text
 
 
+def test_dockerfile_compiles_the_hot_path_unless_told_not_to() -> None:
+    """The image's package is rebuilt with mypyc's modules (setup.py copied in, the mypy the project pins),
+    and ``--build-arg COMPILE=0`` skips it."""
+    text = (ROOT / "Dockerfile").read_text()
+    assert _dockerfile_arg("COMPILE") == "1" and 'if [ "${COMPILE}" = 1 ]' in text
+    assert "COPY pyproject.toml README.md setup.py ./" in text
+    assert "REDISAI_COMPILE=1 pip install --no-build-isolation --no-deps --force-reinstall ." in text
+    pinned = re.search(r'"(mypy==[0-9.]+)"', (ROOT / "pyproject.toml").read_text())
+    assert pinned is not None and f'"{pinned.group(1)}"' in text
+
+
 def test_ports_are_published_on_loopback_unless_an_address_is_given() -> None:
     services = _compose()["services"]
     for name in SERVER_SERVICES:
