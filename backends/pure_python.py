@@ -5,7 +5,7 @@
 A compiled build (setup.py, server/compiled.py) leaves a `.so` beside each hot module, and Python prefers it.
 The pure-Python path must keep working (it is what runs wherever mypyc cannot build), so the test suite runs
 both; this finder is how one tree runs the other. It is installed by `backends/__init__.py`, which every
-import of the project passes through first (server/__init__.py imports it).
+import of the project passes through first (server/__init__.py and dag/__init__.py import it).
 """
 
 from __future__ import annotations

@@ -93,10 +93,13 @@ def _shared_library_time(root: str) -> float:
     return max(times, default=0.0)
 
 
-def hot_module_builds() -> list[ModuleBuild]:
-    """Each hot module's build, found without importing it (the check runs before the server imports them)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    built_at = _shared_library_time(root)
+def hot_module_builds(root: str = "") -> list[ModuleBuild]:
+    """Each hot module's build, found without importing it (the check runs before the server imports them);
+    ``root``: the folder that holds the packages (this project's by default)."""
+    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # Only a build in place (a checkout: setup.py beside the packages) goes stale by editing; an installed
+    # wheel's files get whatever times the installer gave them, so their order means nothing.
+    built_at = _shared_library_time(root) if os.path.exists(os.path.join(root, "setup.py")) else float("inf")
     builds = []
     for name in HOT_MODULES:
         source = os.path.join(root, *name.split(".")) + ".py"

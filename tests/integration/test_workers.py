@@ -36,8 +36,13 @@ def _pid_of_a_connection(port: int) -> int:
 def test_connections_spread_over_the_workers_which_agree_through_the_store(
         workers: tuple[subprocess.Popen[bytes], int]) -> None:
     proc, port = workers
-    seen = {_pid_of_a_connection(port) for _ in range(40)}
-    assert len(seen) == 2 and seen <= set(child_pids(proc.pid))
+    seen: set[int] = set()
+
+    def both_answer() -> bool:  # a worker process may exist a while before it listens
+        seen.update(_pid_of_a_connection(port) for _ in range(10))
+        return len(seen) == 2
+
+    assert wait_until(both_answer) and seen <= set(child_pids(proc.pid))
     setup = redis.Redis(port=port)
     setup.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add())
     setup.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "VALUES", 1, 2)

@@ -1,0 +1,74 @@
+"""The compiled hot path's bookkeeping (server/compiled.py) and the pure-Python switch (backends/pure_python.py).
+
+A `.so` beside a module's `.py` is what Python imports; these tests lay out such files in a scratch tree to
+check what is called compiled, stale or pure, and run real imports in a child process to check that
+REDISAI_PURE_PYTHON=1 loads the sources of whatever this checkout has compiled.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from server.compiled import HOT_MODULES, hot_module_builds
+
+SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
+
+
+def _lay_out(root: Path, compiled: set[str], checkout: bool) -> None:
+    """Every hot module's source under ``root``; a shim `.so` for those in ``compiled`` and mypyc's shared
+    library at the top; setup.py when ``checkout``."""
+    for name in HOT_MODULES:
+        source = root.joinpath(*name.split(".")).with_suffix(".py")
+        source.parent.mkdir(parents=True, exist_ok=True)
+        source.write_text("")
+        os.utime(source, (1000, 1000))
+        if name in compiled:
+            shim = source.with_name(source.stem + SUFFIX)
+            shim.write_bytes(b"")
+            os.utime(shim, (1000, 1000))
+    (root / f"abc__mypyc{SUFFIX}").write_bytes(b"")
+    os.utime(root / f"abc__mypyc{SUFFIX}", (2000, 2000))
+    if checkout:
+        (root / "setup.py").write_text("")
+
+
+def _states(root: Path) -> dict[str, str]:
+    return {build.name: "pure" if build.native is None else ("stale" if build.stale else "compiled")
+            for build in hot_module_builds(str(root))}
+
+
+def test_a_source_edited_after_the_build_is_stale_and_an_unbuilt_one_pure(tmp_path: Path) -> None:
+    first, second, third = HOT_MODULES[:3]
+    _lay_out(tmp_path, {first, second}, checkout=True)
+    edited = tmp_path.joinpath(*second.split(".")).with_suffix(".py")
+    os.utime(edited, (3000, 3000))  # after the shared library (2000), though the shim is older still
+    states = _states(tmp_path)
+    assert (states[first], states[second], states[third]) == ("compiled", "stale", "pure")
+
+
+def test_an_installed_package_is_never_stale(tmp_path: Path) -> None:
+    """A wheel's files get the installer's times: without setup.py beside the packages, no judgement."""
+    _lay_out(tmp_path, set(HOT_MODULES), checkout=False)
+    os.utime(tmp_path.joinpath(*HOT_MODULES[0].split(".")).with_suffix(".py"), (3000, 3000))
+    assert set(_states(tmp_path).values()) == {"compiled"}
+
+
+def _imported_file(module: str, pure: bool) -> str:
+    env = {key: value for key, value in os.environ.items() if key != "REDISAI_PURE_PYTHON"}
+    if pure:
+        env["REDISAI_PURE_PYTHON"] = "1"
+    code = f"import {module} as m; print(m.__file__)"
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                          timeout=60, cwd=Path(__file__).parents[2]).stdout.strip()
+
+
+def test_pure_python_switch_imports_the_sources_of_every_hot_module() -> None:
+    builds = {build.name: build for build in hot_module_builds()}
+    for module in ("server.frontend.connection", "backends.tensor", "dag.inline"):
+        assert _imported_file(module, pure=True) == builds[module].source
+        as_built = _imported_file(module, pure=False)
+        assert as_built == (builds[module].native or builds[module].source)
