@@ -230,8 +230,29 @@ def test_dir_needs_the_embedded_store() -> None:
     assert out.returncode == 1 and "cannot be used with redis-url" in out.stderr
 
 
+# Each write, how to read it back and what it must read: an AI.TENSORSET, a relayed SET and a DAG's PERSIST, one per
+# i in turn. A DAG whose PERSIST failed answers its op replies and one more, the error (``_acknowledged``).
+MID_LOAD_WRITES: list[tuple[Callable[[redis.Redis, int], Any], Callable[[Any, int], Any], Callable[[int], Any]]] = [
+    (lambda c, i: c.execute_command("AI.TENSORSET", f"t{i}", "INT32", 1, "VALUES", i),
+     lambda p, i: p.execute_command("AI.TENSORGET", f"t{i}", "VALUES"), lambda i: [i]),
+    (lambda c, i: c.set(f"p{i}", i), lambda p, i: p.get(f"p{i}"), lambda i: str(i).encode()),
+    (lambda c, i: c.execute_command("AI.DAGEXECUTE", "PERSIST", 1, f"d{i}", "|>", "AI.TENSORSET", f"d{i}", "INT32", 1,
+                                    "VALUES", i),
+     lambda p, i: p.execute_command("AI.TENSORGET", f"d{i}", "VALUES"), lambda i: [i]),
+]
+
+
+def _acknowledged(reply: Any) -> None:
+    """Raise the error element of a DAG reply (its PERSIST failed: nothing was acknowledged)."""
+    failures = [e for e in reply if isinstance(e, redis.ResponseError)] if isinstance(reply, list) else []
+    if failures:
+        raise failures[0]
+
+
 def test_the_store_killed_mid_load_is_restarted_and_keeps_every_acknowledged_write(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Three writers (tensors, plain keys, DAG PERSISTs) while the store is SIGKILLed: what was acknowledged is
+    there after the restart, and the only errors meanwhile are the store's absence."""
     with running_server(Config(port=0, dir=str(tmp_path), shutdown_timeout=2.0)) as running:
         store = _embedded(running)
         first_pid = store.process.pid
@@ -239,32 +260,35 @@ def test_the_store_killed_mid_load_is_restarted_and_keeps_every_acknowledged_wri
         errors: list[str] = []
         done = threading.Event()
 
-        def writer() -> None:
+        def writer(kind: int) -> None:
             conn = running.client()
-            for i in range(100_000):
+            write = MID_LOAD_WRITES[kind][0]
+            for i in range(kind, 300_000, len(MID_LOAD_WRITES)):
                 if done.is_set():
                     return
                 try:
-                    conn.execute_command("AI.TENSORSET", f"t{i}", "INT32", 1, "VALUES", i)
+                    _acknowledged(write(conn, i))
                     acknowledged.append(i)
-                except redis.ResponseError as exc:
+                except redis.ResponseError as exc:  # a closed connection would fail the test: it must not happen
                     errors.append(str(exc))
 
-        thread = threading.Thread(target=writer, daemon=True)
-        thread.start()
-        assert wait_until(lambda: len(acknowledged) >= 200)
+        threads = [threading.Thread(target=writer, args=(kind,), daemon=True) for kind in range(len(MID_LOAD_WRITES))]
+        for thread in threads:
+            thread.start()
+        assert wait_until(lambda: len(acknowledged) >= 300)
         os.kill(first_pid, signal.SIGKILL)
         assert wait_until(lambda: store.process.pid != first_pid and store.restarts == 1)
         count_at_restart = len(acknowledged)
-        assert wait_until(lambda: len(acknowledged) >= count_at_restart + 200)
+        assert wait_until(lambda: len(acknowledged) >= count_at_restart + 300)
         done.set()
-        thread.join(30)
+        for thread in threads:
+            thread.join(30)
         conn = running.client()
         values = conn.pipeline(transaction=False)
         for i in acknowledged:
-            values.execute_command("AI.TENSORGET", f"t{i}", "VALUES")
-        assert values.execute() == [[i] for i in acknowledged]
-        assert all("backing store unavailable" in e or e.startswith("LOADING") for e in errors), errors[:5]
+            MID_LOAD_WRITES[i % len(MID_LOAD_WRITES)][1](values, i)
+        assert values.execute() == [MID_LOAD_WRITES[i % len(MID_LOAD_WRITES)][2](i) for i in acknowledged]
+        assert all(e.startswith(("backing store unavailable", "LOADING")) for e in errors), errors[:5]
     messages = [r.getMessage() for r in caplog.records]
     assert any("embedded store exited unexpectedly" in m for m in messages)
     assert any("embedded store is back" in m for m in messages)
