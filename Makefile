@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH := torch==2.13.0
 
-.PHONY: venv run test lint typecheck bench clean
+.PHONY: venv run test lint typecheck bench soak clean
 
 venv: $(STAMP)
 
@@ -40,6 +40,10 @@ bench: venv
 	$(BIN)/python -m bench.cluster_bench
 	$(BIN)/python -m bench.startup
 	$(BIN)/python -m bench.rss_bench
+
+# the long hostile-input and fault runs (bench/soak.py): 100k fuzz cases, 100 clients x 60 s, RSS, store restart
+soak: venv
+	$(BIN)/python -m bench.soak $(ARGS)
 
 clean:
 	rm -rf $(VENV) .clients .pytest_cache .mypy_cache .ruff_cache

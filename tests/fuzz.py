@@ -1,15 +1,22 @@
-"""Seeded generators of hostile input, shared by the CI tests (a few thousand cases) and ``make soak`` (bench/soak.py,
-100k and more): malformed RESP frames, and AI.* commands with wrong dtypes, shapes, absurd dims, corrupt blobs and
-broken DAG grammar. Everything here is pure: a ``random.Random`` in, bytes out.
+"""Hostile input and faults, shared by the CI tests (a few thousand cases) and ``make soak`` (bench/soak.py, 100k
+and more).
 
-``check_reply`` is the one rule every reply must meet: a proper reply or a proper error, never the server's
-``internal error`` (an exception nobody anticipated) and never a dropped connection.
+* Seeded generators (a ``random.Random`` in, bytes out): malformed RESP frames, and AI.* commands with wrong
+  dtypes, shapes, absurd dims, corrupt blobs and broken DAG grammar, aimed at the objects ``store_fixtures``
+  stores.
+* ``check_reply``: the one rule every reply must meet: a proper reply or a proper error, never the server's
+  ``internal error`` (an exception nobody anticipated) and never a dropped connection. ``check_witness``: a
+  bystander's own tensor and model run answer as without the fuzz.
+* ``WRITES``: the kinds of write whose acknowledgement is checked after a fault (the store killed mid-load) and
+  under long mixed load: each written under its own key, read back, compared.
 """
 
 from __future__ import annotations
 
 import random
 import struct
+from collections.abc import Callable
+from typing import Any
 
 import redis
 
@@ -244,3 +251,76 @@ def check_reply(conn: redis.Redis, argv: Argv) -> object:
         return exc
     except redis.ConnectionError as exc:
         raise Violation(f"{argv!r:.300}: connection lost: {exc}") from exc
+
+
+FUZZ_SCRIPT = b"""
+def bump(tensors: List[Tensor], keys: List[str], args: List[str]):
+    return tensors[0] + 1
+
+def ident(tensors: List[Tensor], keys: List[str], args: List[str]):
+    return tensors[0]
+"""
+
+
+def store_fixtures(conn: redis.Redis) -> list[bytes]:
+    """(Again) the objects random commands aim at: a TORCH and an ONNX model, a script, a tensor, plain keys;
+    the fresh tensor keys. Returns the real model blobs (the fuzz corrupts copies of them)."""
+    from tests import models  # torch: imported only by the callers that store models
+
+    blobs = [models.torch_double(), models.onnx_add()]
+    conn.delete("fm", "fo", "fs", "plain", "alist", *(f"f{i}" for i in range(6)))
+    conn.execute_command("AI.MODELSTORE", "fm", "TORCH", "CPU", "BLOB", blobs[0])
+    conn.execute_command("AI.MODELSTORE", "fo", "ONNX", "CPU", "BLOB", blobs[1])
+    conn.execute_command("AI.SCRIPTSTORE", "fs", "CPU", "ENTRY_POINTS", 2, "bump", "ident", "SOURCE", FUZZ_SCRIPT)
+    conn.execute_command("AI.TENSORSET", "f1", "FLOAT", 2, "VALUES", 1, 2)
+    conn.set("plain", "text")
+    conn.rpush("alist", "a")
+    return blobs
+
+
+def store_witness(witness: redis.Redis) -> None:
+    """The bystander's model and script (also what ``WRITES`` runs), under keys the fuzz never names."""
+    from tests import models
+
+    witness.execute_command("AI.MODELSTORE", "witness:m", "TORCH", "CPU", "BLOB", models.torch_double())
+    witness.execute_command("AI.SCRIPTSTORE", "witness:s", "CPU", "ENTRY_POINTS", 2, "bump", "ident", "SOURCE",
+                            FUZZ_SCRIPT)
+
+
+def check_witness(witness: redis.Redis, round_: int) -> None:
+    """The bystander's own tensor and model run answer exactly as without the fuzz."""
+    witness.execute_command("AI.TENSORSET", "witness:in", "FLOAT", 2, "VALUES", round_, 1)
+    assert witness.execute_command("AI.MODELEXECUTE", "witness:m", "INPUTS", 1, "witness:in", "OUTPUTS", 1,
+                                   "witness:out") == b"OK"
+    assert witness.execute_command("AI.TENSORGET", "witness:out", "VALUES") == [str(2 * round_).encode(), b"2"]
+
+
+def acknowledged(reply: Any) -> Any:
+    """``reply`` when the write was acknowledged; else raise the error element of a DAG reply (a DAG whose PERSIST
+    failed answers its op replies and one more, the error: nothing was written)."""
+    failures = [e for e in reply if isinstance(e, redis.ResponseError)] if isinstance(reply, list) else []
+    if failures:
+        raise failures[0]
+    return reply
+
+
+def _dag_through(op: list[object]) -> Callable[[Any, str, int], Any]:
+    """A DAG that sets a local tensor to i, runs ``op`` on it into the key, and PERSISTs the key."""
+    return lambda c, k, i: c.execute_command("AI.DAGEXECUTE", "PERSIST", 1, k, "|>", "AI.TENSORSET", "a", "FLOAT", 1,
+                                             "VALUES", i, "|>", *op, "INPUTS", 1, "a", "OUTPUTS", 1, k)
+
+
+def _tensor_values(c: Any, k: str) -> Any:
+    return c.execute_command("AI.TENSORGET", k, "VALUES")
+
+
+# (write(conn, key, i), read(conn or pipeline, key), what the read must give for i); the model and script ones
+# need ``store_witness``.
+WRITES: list[tuple[Callable[[Any, str, int], Any], Callable[[Any, str], Any], Callable[[int], Any]]] = [
+    (lambda c, k, i: c.execute_command("AI.TENSORSET", k, "INT32", 1, "VALUES", i), _tensor_values, lambda i: [i]),
+    (lambda c, k, i: c.set(k, i), lambda c, k: c.get(k), lambda i: str(i).encode()),
+    (lambda c, k, i: c.execute_command("AI.DAGEXECUTE", "PERSIST", 1, k, "|>", "AI.TENSORSET", k, "INT32", 1,
+                                       "VALUES", i), _tensor_values, lambda i: [i]),
+    (_dag_through(["AI.MODELEXECUTE", "witness:m"]), _tensor_values, lambda i: [str(2 * i).encode()]),
+    (_dag_through(["AI.SCRIPTEXECUTE", "witness:s", "bump"]), _tensor_values, lambda i: [str(i + 1).encode()]),
+]

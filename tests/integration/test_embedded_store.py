@@ -19,6 +19,7 @@ import redis
 
 from server.config import Config
 from server.store.embedded import EmbeddedStore
+from tests.fuzz import WRITES, acknowledged, store_witness
 from tests.models import torch_add
 from tests.scripts import SCRIPT
 from tests.support import (
@@ -230,64 +231,47 @@ def test_dir_needs_the_embedded_store() -> None:
     assert out.returncode == 1 and "cannot be used with redis-url" in out.stderr
 
 
-# Each write, how to read it back and what it must read: an AI.TENSORSET, a relayed SET and a DAG's PERSIST, one per
-# i in turn. A DAG whose PERSIST failed answers its op replies and one more, the error (``_acknowledged``).
-MID_LOAD_WRITES: list[tuple[Callable[[redis.Redis, int], Any], Callable[[Any, int], Any], Callable[[int], Any]]] = [
-    (lambda c, i: c.execute_command("AI.TENSORSET", f"t{i}", "INT32", 1, "VALUES", i),
-     lambda p, i: p.execute_command("AI.TENSORGET", f"t{i}", "VALUES"), lambda i: [i]),
-    (lambda c, i: c.set(f"p{i}", i), lambda p, i: p.get(f"p{i}"), lambda i: str(i).encode()),
-    (lambda c, i: c.execute_command("AI.DAGEXECUTE", "PERSIST", 1, f"d{i}", "|>", "AI.TENSORSET", f"d{i}", "INT32", 1,
-                                    "VALUES", i),
-     lambda p, i: p.execute_command("AI.TENSORGET", f"d{i}", "VALUES"), lambda i: [i]),
-]
-
-
-def _acknowledged(reply: Any) -> None:
-    """Raise the error element of a DAG reply (its PERSIST failed: nothing was acknowledged)."""
-    failures = [e for e in reply if isinstance(e, redis.ResponseError)] if isinstance(reply, list) else []
-    if failures:
-        raise failures[0]
-
-
 def test_the_store_killed_mid_load_is_restarted_and_keeps_every_acknowledged_write(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """Three writers (tensors, plain keys, DAG PERSISTs) while the store is SIGKILLed: what was acknowledged is
-    there after the restart, and the only errors meanwhile are the store's absence."""
+    """Five writers (tensors, plain keys, DAG PERSISTs of a tensor, a model's and a script's output) while the store
+    is SIGKILLed: what was acknowledged is there after the restart, and the only errors meanwhile are the store's
+    absence."""
     with running_server(Config(port=0, dir=str(tmp_path), shutdown_timeout=2.0)) as running:
+        store_witness(running.client())
         store = _embedded(running)
         first_pid = store.process.pid
-        acknowledged: list[int] = []
+        written: list[int] = []
         errors: list[str] = []
         done = threading.Event()
 
         def writer(kind: int) -> None:
             conn = running.client()
-            write = MID_LOAD_WRITES[kind][0]
-            for i in range(kind, 300_000, len(MID_LOAD_WRITES)):
+            write = WRITES[kind][0]
+            for i in range(kind, 500_000, len(WRITES)):
                 if done.is_set():
                     return
                 try:
-                    _acknowledged(write(conn, i))
-                    acknowledged.append(i)
+                    acknowledged(write(conn, f"w{i}", i))
+                    written.append(i)
                 except redis.ResponseError as exc:  # a closed connection would fail the test: it must not happen
                     errors.append(str(exc))
 
-        threads = [threading.Thread(target=writer, args=(kind,), daemon=True) for kind in range(len(MID_LOAD_WRITES))]
+        threads = [threading.Thread(target=writer, args=(kind,), daemon=True) for kind in range(len(WRITES))]
         for thread in threads:
             thread.start()
-        assert wait_until(lambda: len(acknowledged) >= 300)
+        assert wait_until(lambda: len(written) >= 300)
         os.kill(first_pid, signal.SIGKILL)
         assert wait_until(lambda: store.process.pid != first_pid and store.restarts == 1)
-        count_at_restart = len(acknowledged)
-        assert wait_until(lambda: len(acknowledged) >= count_at_restart + 300)
+        count_at_restart = len(written)
+        assert wait_until(lambda: len(written) >= count_at_restart + 300)
         done.set()
         for thread in threads:
             thread.join(30)
         conn = running.client()
         values = conn.pipeline(transaction=False)
-        for i in acknowledged:
-            MID_LOAD_WRITES[i % len(MID_LOAD_WRITES)][1](values, i)
-        assert values.execute() == [MID_LOAD_WRITES[i % len(MID_LOAD_WRITES)][2](i) for i in acknowledged]
+        for i in written:
+            WRITES[i % len(WRITES)][1](values, f"w{i}")
+        assert values.execute() == [WRITES[i % len(WRITES)][2](i) for i in written]
         assert all(e.startswith(("backing store unavailable", "LOADING")) for e in errors), errors[:5]
     messages = [r.getMessage() for r in caplog.records]
     assert any("embedded store exited unexpectedly" in m for m in messages)

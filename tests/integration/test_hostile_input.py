@@ -14,7 +14,7 @@ import redis
 from backends.tensor import MAGIC
 from server.store.embedded import EmbeddedStore
 from tests import models
-from tests.fuzz import ai_command, check_reply, encode
+from tests.fuzz import FUZZ_SCRIPT, ai_command, check_reply, check_witness, encode, store_fixtures, store_witness
 from tests.support import RunningServer, wait_until
 
 ENTRY = "def f(tensors: List[Tensor], keys: List[str], args: List[str]):\n    return "
@@ -68,41 +68,13 @@ def test_script_keys_must_be_text(client: redis.Redis) -> None:
 # --- randomized AI commands ------------------------------------------------------------------------------------------
 
 AI_CASES = 5_000
-FUZZ_SCRIPT = b"""
-def bump(tensors: List[Tensor], keys: List[str], args: List[str]):
-    return tensors[0] + 1
-
-def ident(tensors: List[Tensor], keys: List[str], args: List[str]):
-    return tensors[0]
-"""
-
-
-def fuzz_fixtures(conn: redis.Redis) -> list[bytes]:
-    """The objects random commands aim at (a TORCH and an ONNX model, a script, plain keys); the real blobs."""
-    blobs = [models.torch_double(), models.onnx_add()]
-    conn.delete("fm", "fo", "fs", "plain", "alist", *(f"f{i}" for i in range(6)))
-    conn.execute_command("AI.MODELSTORE", "fm", "TORCH", "CPU", "BLOB", blobs[0])
-    conn.execute_command("AI.MODELSTORE", "fo", "ONNX", "CPU", "BLOB", blobs[1])
-    conn.execute_command("AI.SCRIPTSTORE", "fs", "CPU", "ENTRY_POINTS", 2, "bump", "ident", "SOURCE", FUZZ_SCRIPT)
-    conn.execute_command("AI.TENSORSET", "f1", "FLOAT", 2, "VALUES", 1, 2)
-    conn.set("plain", "text")
-    conn.rpush("alist", "a")
-    return blobs
-
-
-def check_witness(witness: redis.Redis, round_: int) -> None:
-    """The bystander's own tensor and model run answer exactly as without the fuzz."""
-    witness.execute_command("AI.TENSORSET", "witness:in", "FLOAT", 2, "VALUES", round_, 1)
-    assert witness.execute_command("AI.MODELEXECUTE", "witness:m", "INPUTS", 1, "witness:in", "OUTPUTS", 1,
-                                   "witness:out") == b"OK"
-    assert witness.execute_command("AI.TENSORGET", "witness:out", "VALUES") == [str(2 * round_).encode(), b"2"]
 
 
 def test_random_ai_commands_get_proper_replies_and_a_witness_is_unaffected(server: RunningServer) -> None:
     rng = random.Random(16)
     conn, witness = server.client(), server.client()
-    blobs = fuzz_fixtures(conn)
-    witness.execute_command("AI.MODELSTORE", "witness:m", "TORCH", "CPU", "BLOB", models.torch_double())
+    blobs = store_fixtures(conn)
+    store_witness(witness)
     replies: Counter[str] = Counter()
     for case in range(AI_CASES):
         argv = ai_command(rng, blobs, FUZZ_SCRIPT)
@@ -110,7 +82,7 @@ def test_random_ai_commands_get_proper_replies_and_a_witness_is_unaffected(serve
         replies["error" if isinstance(reply, redis.ResponseError) else "reply"] += 1
         if case % 500 == 0:
             check_witness(witness, case)
-            fuzz_fixtures(conn)  # what the fuzz deleted or replaced comes back, so runs keep being tried
+            store_fixtures(conn)  # what the fuzz deleted or replaced comes back, so runs keep being tried
     check_witness(witness, AI_CASES)
     assert conn.ping() is True
     assert replies["reply"] > AI_CASES // 20 and replies["error"] > AI_CASES // 2, replies  # both paths exercised
