@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,3 +99,28 @@ def test_printing_is_refused(client: redis.Redis) -> None:
     with pytest.raises(redis.ResponseError, match="does not allow: prim::Print"):
         client.execute_command("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", 1, "f", "SOURCE",
                                HEADER + "    print('hi')\n    return tensors[0]\n")
+
+
+@pytest.mark.parametrize("call", ["torch.load({path})", "torch.jit.load({path})", "open({path}, 'w')",
+                                  "torch.jit._wait(torch.jit._fork(torch.neg, tensors[0]))"])
+def test_other_ways_to_files_and_threads_do_not_compile_or_are_refused(client: redis.Redis, tmp_path: Path,
+                                                                       call: str) -> None:
+    source = HEADER + f"    r = {call.format(path=repr(str(tmp_path / 'x')))}\n    return tensors[0], r\n"
+    with pytest.raises(redis.ResponseError):
+        client.execute_command("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", 1, "f", "SOURCE", source)
+    assert client.exists("s") == 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_script_written_straight_into_the_store_is_checked_when_it_is_compiled(client: redis.Redis,
+                                                                                 tmp_path: Path) -> None:
+    """As if an older server (or anyone with the store) wrote it: the check is made at compile time, not only
+    by AI.SCRIPTSTORE."""
+    source = (HEADER + f"    torch.save(tensors[0], {str(tmp_path / 'x')!r})\n    return tensors[0]\n").encode()
+    client.hset("planted", mapping={"__redisai__": "script", "format": "1", "device": "CPU", "tag": "",
+                                    "entry_points": '["f"]', "digest": hashlib.sha256(source).hexdigest(),
+                                    "source": source})
+    client.execute_command("AI.TENSORSET", "x", "FLOAT", 1, "VALUES", 1)
+    with pytest.raises(redis.ResponseError, match="does not allow: aten::save"):
+        client.execute_command("AI.SCRIPTEXECUTE", "planted", "f", "INPUTS", 1, "x", "OUTPUTS", 1, "y")
+    assert list(tmp_path.iterdir()) == [] and client.exists("y") == 0
