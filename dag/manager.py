@@ -71,13 +71,19 @@ class QueueManager:
         run.waiters = list({id(q): q for q in (self.queue(ticket.device) for ticket in tickets)}.values())
         for ticket in tickets:
             ticket.enqueued_at = time.monotonic()
-            self.queues[ticket.device].push_back(ticket)
+            queue = self.queues[ticket.device]
+            if run.deadline is not None:
+                self.watchdog.watch_queued(ticket, queue)
+            queue.push_back(ticket)
 
     def push_step(self, run: RunInfo, step: Step) -> None:
         """One ready step of a compiled graph as its own ticket at the tail of its device's queue (the caller
         counted it in the run's reference count)."""
         ticket = DeviceTicket(run, step.device, [step.index])
-        self.queue(step.device).push_back(ticket)
+        queue = self.queue(step.device)
+        if run.deadline is not None:
+            self.watchdog.watch_queued(ticket, queue)
+        queue.push_back(ticket)
 
     def close(self, timeout: float) -> None:
         """Stop the workers once their queues are empty; wait up to ``timeout`` seconds for them (an abandoned

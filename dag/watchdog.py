@@ -10,6 +10,10 @@ past it is *abandoned*: the run is marked timed out (the client gets TIMEDOUT; n
 ticket is let go for the worker, a fresh worker thread is started on that queue, and it is logged and counted
 (``INFO ai``: ``ai_workers_abandoned``, ``ai_workers_stuck``).
 
+A ticket still *waiting* in a queue at its run's deadline (behind a long op, or behind one the watchdog has not
+given up yet) is registered too, when it is queued: at the deadline the watchdog takes it out of its queue and
+lets it go, so that run too is answered TIMEDOUT at its deadline rather than when a worker gets to it.
+
 What cannot be done: a thread cannot be killed, and TorchScript cannot interrupt a running function. The
 abandoned thread keeps running its step — a CPU core busy for as long as it loops, for ever for ``while True:``.
 A script that calls ``redis.execute`` or ``redisAI.model_execute`` is stopped at its next such call (the step's
@@ -32,6 +36,8 @@ from dag.runinfo import DeviceTicket, RunInfo, Step
 from dag.script_work import ScriptWork
 
 log = logging.getLogger("redisai.watchdog")
+
+PRUNE_AT = 1024  # queued-ticket entries kept before those of finished runs are dropped (then twice as many)
 
 
 class Abandoned(Exception):
@@ -59,6 +65,8 @@ class Watchdog:
         self._cond = threading.Condition()
         self._running: list[Watched] = []
         self._stuck: list[Watched] = []  # abandoned, still running their step
+        self._queued: list[tuple[float, DeviceTicket, DeviceQueue]] = []  # tickets of runs with a deadline
+        self._prune_at = PRUNE_AT
         self._thread: threading.Thread | None = None
         self._closed = False
 
@@ -85,11 +93,26 @@ class Watchdog:
         watched = Watched(ticket, queue, deadline, threading.current_thread())
         with self._cond:
             self._running.append(watched)
-            if self._thread is None and not self._closed:
-                self._thread = threading.Thread(target=self._loop, name="run-watchdog", daemon=True)
-                self._thread.start()
-            self._cond.notify()
+            self._wake_locked()
         return watched
+
+    def watch_queued(self, ticket: DeviceTicket, queue: DeviceQueue) -> None:
+        """Register a ticket just queued whose run has a deadline (entries of runs that have ended are dropped
+        now and then, so a long TIMEOUT given to many quick runs does not pile them up)."""
+        deadline = ticket.run.deadline
+        assert deadline is not None
+        with self._cond:
+            if len(self._queued) >= self._prune_at:
+                self._queued = [entry for entry in self._queued if entry[1].run.refcount > 0]
+                self._prune_at = max(PRUNE_AT, 2 * len(self._queued))
+            self._queued.append((deadline, ticket, queue))
+            self._wake_locked()
+
+    def _wake_locked(self) -> None:
+        if self._thread is None and not self._closed:
+            self._thread = threading.Thread(target=self._loop, name="run-watchdog", daemon=True)
+            self._thread.start()
+        self._cond.notify()
 
     def settle(self, watched: Watched) -> bool:
         """The step returned: True when its worker may record it and go on; False when it was abandoned meanwhile
@@ -108,25 +131,49 @@ class Watchdog:
 
     def _loop(self) -> None:
         while (due := self._next_due()) is not None:
-            for watched in due:
+            running, queued = due
+            for watched in running:
                 self._abandon(watched)
+            for ticket, queue in queued:
+                self._drop_queued(ticket, queue)
 
-    def _next_due(self) -> list[Watched] | None:
-        """Sleep until a registered step is past its deadline; those steps, marked abandoned (None: closed)."""
+    def _next_due(self) -> tuple[list[Watched], list[tuple[DeviceTicket, DeviceQueue]]] | None:
+        """Sleep until a registered step or queued ticket is past its deadline; those steps (marked abandoned)
+        and tickets (None: closed)."""
         with self._cond:
             while not self._closed:
                 now = time.monotonic()
-                due = [watched for watched in self._running if watched.deadline <= now]
-                if due:
-                    for watched in due:
-                        watched.abandoned = True
-                        self._running.remove(watched)
-                    self.abandoned += len(due)
-                    self._stuck.extend(due)
-                    return due
-                earliest = min((watched.deadline for watched in self._running), default=None)
-                self._cond.wait(None if earliest is None else earliest - now)
+                running = [watched for watched in self._running if watched.deadline <= now]
+                for watched in running:
+                    watched.abandoned = True
+                    self._running.remove(watched)
+                self.abandoned += len(running)
+                self._stuck.extend(running)
+                queued = [(ticket, queue) for deadline, ticket, queue in self._queued if deadline <= now]
+                if queued:
+                    self._queued = [entry for entry in self._queued if entry[0] > now]
+                if running or queued:
+                    return running, queued
+                deadlines = [watched.deadline for watched in self._running] + [entry[0] for entry in self._queued]
+                self._cond.wait(min(deadlines) - now if deadlines else None)
             return None
+
+    @staticmethod
+    def _drop_queued(ticket: DeviceTicket, queue: DeviceQueue) -> None:
+        """A ticket past its run's deadline: if it still waits in its queue (no worker took it), take it out and
+        let it go — the run is answered TIMEDOUT once its other tickets have let go too."""
+        with queue.cond:
+            try:
+                queue.items.remove(ticket)
+            except ValueError:  # a worker has it (a running step is watched on its own) or it is done
+                return
+        run = ticket.run
+        with run.lock:
+            run.timed_out = True
+        for other in run.waiters:
+            other.wake()
+        if run.release() and run.on_done is not None:
+            run.on_done(run)
 
     def _abandon(self, watched: Watched) -> None:
         """Answer the run TIMEDOUT, stop its other steps, and give the queue a fresh worker."""

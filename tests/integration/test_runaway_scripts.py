@@ -91,19 +91,30 @@ def test_a_runaway_script_in_a_dag_times_out_and_persists_nothing(server: Runnin
     assert conn.exists("out") == 0
 
 
+class Hold:
+    """testhold::wait(Tensor x) -> Tensor: sets ``entered``, then blocks its caller until ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def wait(self, x: torch.Tensor) -> torch.Tensor:
+        self.entered.set()
+        self.release.wait(60)
+        return x
+
+
 @pytest.fixture
-def hold() -> Iterator[threading.Event]:
-    """testhold::wait(Tensor x) -> Tensor: blocks its caller until the event is set (then returns x)."""
-    release = threading.Event()
+def hold() -> Iterator[Hold]:
+    held = Hold()
     library = torch.library.Library("testhold", "DEF")
     library.define("wait(Tensor x) -> Tensor")
-    library.impl("wait", lambda x: (release.wait(), x)[1], "CPU")
-    yield release
-    release.set()
+    library.impl("wait", held.wait, "CPU")
+    yield held
+    held.release.set()
     library._destroy()
 
 
-def test_others_are_served_while_the_runaway_still_runs(hold: threading.Event) -> None:
+def test_others_are_served_while_the_runaway_still_runs(hold: Hold) -> None:
     with running_server(Config(port=0, script_allow_ops="testhold::wait")) as server:
         conn, other = server.client(), server.client()
         conn.execute_command("AI.SCRIPTSTORE", "h", "CPU", "ENTRY_POINTS", 1, "held", "SOURCE", HELD)
@@ -118,8 +129,39 @@ def test_others_are_served_while_the_runaway_still_runs(hold: threading.Event) -
         assert other.exists("out") == 1
         info = _info(other)
         assert (info["ai_workers_stuck"], info["ai_workers_abandoned"]) == (1, 1)
-        hold.set()  # the held op returns; the script's next store call ends it; the thread exits
+        hold.release.set()  # the held op returns; the script's next store call ends it; the thread exits
         assert wait_until(lambda: _info(other)["ai_workers_stuck"] == 0)
+
+
+HELD_ONCE = """
+def once(tensors: List[Tensor], keys: List[str], args: List[str]):
+    return torch.ops.testhold.wait(tensors[0])
+
+def ok(tensors: List[Tensor], keys: List[str], args: List[str]):
+    return tensors[0] + 1
+"""
+
+
+def test_a_run_waiting_behind_a_long_op_is_answered_timedout_at_its_deadline(hold: Hold) -> None:
+    """The worker is busy (not stuck past any deadline: its run has none); a run queued behind it with TIMEOUT
+    is taken out of the queue at its deadline and answered, while the long op goes on and then ends well."""
+    with running_server(Config(port=0, script_allow_ops="testhold::wait")) as server:
+        conn, other = server.client(), server.client()
+        conn.execute_command("AI.SCRIPTSTORE", "h", "CPU", "ENTRY_POINTS", 2, "once", "ok", "SOURCE", HELD_ONCE)
+        conn.execute_command("AI.TENSORSET", "x", "FLOAT", 1, "VALUES", 1)
+        replies: list[object] = []
+        long_run = threading.Thread(target=lambda: replies.append(conn.execute_command(
+            "AI.SCRIPTEXECUTE", "h", "once", "INPUTS", 1, "x", "OUTPUTS", 1, "y")))
+        long_run.start()
+        assert hold.entered.wait(30)  # the worker is inside the held op
+        assert other.execute_command("AI.SCRIPTEXECUTE", "h", "ok", "INPUTS", 1, "x", "OUTPUTS", 1, "z",
+                                     "TIMEOUT", 200) == b"TIMEDOUT"
+        assert other.exists("z") == 0 and not replies  # answered while the long run still holds the worker
+        info = _info(other)
+        assert (info["ai_workers_abandoned"], info["ai_queue_CPU"]["length"]) == (0, 0)
+        hold.release.set()
+        long_run.join(30)
+        assert replies == [b"OK"] and other.execute_command("AI.TENSORGET", "y", "VALUES") == [b"1"]
 
 
 PURE_SPIN = """
