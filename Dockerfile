@@ -1,12 +1,16 @@
 # redisai-server: a RedisAI-compatible inference server (CPU torch + onnxruntime), non-root.
 #   docker build -t redisai-server .
 #   docker compose up            (see docker-compose.yml: a Redis with AOF and this server in front of it)
-#   docker run -p 127.0.0.1:6379:6379 -v redisai-data:/data redisai-server --dir /data
+#   docker run -p 127.0.0.1:6379:6379 -p 127.0.0.1:9100:9100 -v redisai-data:/data redisai-server \
+#       --dir /data --metrics-port 9100
 #                                (alone: the embedded valkey-server child, its AOF/RDB in the /data volume)
 FROM python:3.11-slim
 
-# A CPU-only torch wheel keeps the image small; point pip at a CPU wheel index with
-#   docker build --build-arg PIP_EXTRA_INDEX_URL=<your CPU wheel index> .
+# torch comes from PyTorch's CPU-only wheel index: a plain `pip install torch` from PyPI brings the CUDA
+# build and several GB of NVIDIA libraries. Another index (a mirror, or a CUDA build for a GPU host):
+#   docker build --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu<NNN> .   (docs/gpu.md)
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+# Everything else comes from PyPI; an extra index (a mirror) with --build-arg PIP_EXTRA_INDEX_URL=<url>.
 ARG PIP_EXTRA_INDEX_URL=""
 # TF and TFLITE models need two more extras (about 1.5 GB more for tensorflow-cpu, docs/configuration.md):
 #   docker build --build-arg EXTRAS=torch,onnx,tf,tflite,uvloop,metrics .
@@ -24,14 +28,16 @@ COPY pyproject.toml README.md ./
 COPY server ./server
 COPY dag ./dag
 COPY backends ./backends
-# torch first, exactly this version, so the project's torch range is already met
-RUN pip install "torch==2.13.0" && pip install ".[${EXTRAS}]"
+# torch first, exactly this version, from TORCH_INDEX_URL, so the project's torch range is already met
+RUN pip install --index-url "${TORCH_INDEX_URL}" "torch==2.13.0" && pip install ".[${EXTRAS}]"
 
 USER redisai
 VOLUME /data
-EXPOSE 6379
+# 6379: RESP; 9100: the HTTP port of /metrics, when --metrics-port 9100 (REDISAI_METRICS_PORT) is given
+EXPOSE 6379 9100
 # Settings come from the environment (REDISAI_<OPTION>), see docs/configuration.md.
 ENV REDISAI_BIND=0.0.0.0 REDISAI_PORT=6379
-HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
-    CMD redis-cli -p "${REDISAI_PORT}" ${REDISAI_REQUIREPASS:+-a "$REDISAI_REQUIREPASS" --no-auth-warning} PING | grep -q PONG
+# Readiness, not PING: GET /readyz when REDISAI_METRICS_PORT is set, else PING and a store round trip over RESP
+# (TLS and REDISAI_REQUIREPASS as the server uses them); see docs/deployment.md, "Health and readiness".
+HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 CMD ["redisai-server", "--healthcheck"]
 ENTRYPOINT ["redisai-server"]

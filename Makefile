@@ -7,6 +7,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH := torch==2.13.0
+# A plain install from PyPI brings torch's CUDA build (several GB); on an ordinary machine take the CPU-only
+# build from PyTorch's index: make venv TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+TORCH_INDEX_URL ?=
 
 .PHONY: venv run test lint typecheck bench soak clean
 
@@ -16,7 +19,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first, exactly this CPU build, so the project's torch range is already met
-	$(BIN)/pip install --quiet $(TORCH)
+	$(BIN)/pip install --quiet $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL)) $(TORCH)
 	$(BIN)/pip install --quiet -e '.[torch,onnx,tf,tflite,uvloop,metrics,dev]'
 	touch $(STAMP)
 

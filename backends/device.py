@@ -53,3 +53,16 @@ def parse_device_lenient(raw: bytes) -> Device:
     suffix = upper[4:] if upper[3:4] == ":" else ""
     index = int(suffix) if suffix.isascii() and suffix.isdigit() and len(suffix) <= 9 else None
     return Device(text, kind, index)
+
+
+def cuda_ordinal(device: Device, visible: int, missing_msg: str) -> int:
+    """The CUDA device number a GPU device runs on: ``GPU``, ``GPU:`` and ``GPU:0`` are 0, ``GPU:n`` is n.
+
+    ``visible`` is how many CUDA devices the backend sees (0 without CUDA); a device beyond them is
+    ``missing_msg`` (RedisAI's "GPU requested but <backend> couldn't find CUDA") rather than a backend crash
+    at load time, and never silently another GPU.
+    """
+    ordinal = device.index or 0
+    if ordinal >= visible:
+        raise AIError(missing_msg)
+    return ordinal

@@ -52,9 +52,12 @@ def unknown_command(name: str, args: list[str]) -> AIError:
 
 def one_line(exc: BaseException) -> str:
     """An exception's text on one line, for an error reply (TorchScript and torch messages are multi-line
-    tracebacks); every backend that wraps a runtime's exception uses this one."""
-    text = str(exc).strip() or type(exc).__name__
-    return " ".join(text.split("\n"))
+    tracebacks); every backend that wraps a runtime's exception uses this one. Byte for byte as RedisAI: a
+    TorchScript compile error ends ``<--- HERE `` (its last newline became a space)."""
+    text = str(exc).lstrip()  # torch starts some messages with a newline of its own
+    if not text:
+        return type(exc).__name__
+    return text.replace("\r", " ").replace("\n", " ")  # RedisAI's RAI_Chomp: each CR/LF a space, the last one too
 
 
 def parse_strict_int(raw: bytes | bytearray) -> int | None:
@@ -95,6 +98,7 @@ UNKNOWN_SUBCOMMAND_FMT = "ERR unknown subcommand '{sub}'. Try {cmd} HELP."
 INVALID_COMMAND_GETKEYS_MSG = "ERR Invalid command specified"
 NO_KEYS_MSG = "ERR The command has no key arguments"
 INVALID_ARGS_GETKEYS_MSG = "ERR Invalid arguments specified for command"
+INVALID_ARITY_GETKEYS_MSG = "ERR Invalid number of arguments specified for command"
 SHUTTING_DOWN_MSG = "ERR Server is shutting down"
 EMBEDDED_STORE_PRIVATE_FMT = ("ERR '{cmd}' is not allowed: the embedded store belongs to this server (run your own "
                               "Redis and use --redis-url to administer it)")
@@ -220,6 +224,8 @@ MODELRUN_ARITY_MSG = "ERR wrong number of arguments for 'AI.MODELRUN' command"
 BACKEND_ERROR_FMT = "{detail}"
 # Ours, not RedisAI's: a TorchScript model whose result is not tensors (or lists/tuples of them).
 MODEL_OUTPUT_TYPE_FMT = "ERR model returned an unsupported output type: {kind}"
+# Ours: onnxruntime's Python binding takes and gives STRING elements as Python text (UTF-8 both ways).
+ONNX_STRING_NOT_UTF8_MSG = "ERR ONNX string tensors must hold UTF-8 text"
 # Ours: an unexpected exception inside a DAG op (a bug or a runtime's non-AIError), answered for that op.
 OP_FAILED_FMT = "ERR {kind}: {detail}"
 

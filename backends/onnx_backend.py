@@ -12,6 +12,7 @@ import itertools
 import re
 import threading
 import time
+from collections.abc import Sequence
 
 import numpy as np
 import onnxruntime as ort
@@ -73,7 +74,7 @@ class OnnxModel(NamedModel):
         self._watchdog = watchdog
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        feed = dict(zip(self._inputs, inputs, strict=True))
+        feed = dict(zip(self._inputs, (_ort_input(array) for array in inputs), strict=True))
         options = ort.RunOptions() if self._timeout_ms > 0 else None
         token = self._watchdog.watch(options, self._timeout_ms) if options is not None else None
         try:
@@ -83,6 +84,35 @@ class OnnxModel(NamedModel):
         finally:
             if token is not None:
                 self._watchdog.release(token)
+
+
+def _ort_input(array: np.ndarray) -> np.ndarray:
+    """A STRING tensor (an object array of ``bytes``) as an array of ``str``: onnxruntime's binding feeds an
+    element's ``str()``, so ``b'input11'`` would reach the model as the text ``b'input11'``. Its outputs come
+    back as ``str`` and are encoded as UTF-8 again (``Tensor.from_numpy``)."""
+    if array.dtype != object:
+        return array
+    try:
+        return np.array([item.decode() for item in array.reshape(-1).tolist()], dtype=object).reshape(array.shape)
+    except UnicodeDecodeError as exc:
+        raise AIError(msgs.ONNX_STRING_NOT_UTF8_MSG) from exc
+
+
+Provider = str | tuple[str, dict[str, int]]
+_CUDA = "CUDAExecutionProvider"
+
+
+def onnx_providers(device: Device, available: Sequence[str]) -> list[Provider]:
+    """The execution providers of a session on ``device``: the CPU, or CUDA on GPU ``n`` (its ``device_id``:
+    ``GPU:1`` runs on the second GPU, not the first) with the CPU for the nodes CUDA does not take.
+    ``available`` is onnxruntime's list; without CUDA (the ``onnxruntime`` CPU package) a GPU device is
+    RedisAI's "GPU requested but ONNX couldn't find CUDA". A ``device_id`` beyond the GPUs present is
+    onnxruntime's own error when the session is made."""
+    if not device.is_gpu:
+        return ["CPUExecutionProvider"]
+    if _CUDA not in available:
+        raise AIError(msgs.ONNX_GPU_NOT_AVAILABLE_MSG)
+    return [(_CUDA, {"device_id": device.index or 0}), "CPUExecutionProvider"]
 
 
 def ort_message(exc: BaseException) -> str:
@@ -115,12 +145,8 @@ class OnnxBackend:
         return OnnxModel(session, options.execution_timeout_ms, self._watchdog)
 
     @staticmethod
-    def _providers(device: Device) -> list[str]:
-        if not device.is_gpu:
-            return ["CPUExecutionProvider"]
-        if "CUDAExecutionProvider" not in ort.get_available_providers():
-            raise AIError(msgs.ONNX_GPU_NOT_AVAILABLE_MSG)
-        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    def _providers(device: Device) -> list[Provider]:
+        return onnx_providers(device, ort.get_available_providers())
 
     def version(self) -> str:
         return str(ort.__version__)

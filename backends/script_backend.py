@@ -36,6 +36,7 @@ from backends.device import Device
 from backends.errors import AIError, one_line
 from backends.script_ops import refused_ops
 from backends.tensor import Tensor
+from backends.torch_backend import torch_device
 from backends.torch_threads import use_intra_op_threads
 
 
@@ -174,17 +175,15 @@ def _resolve(name: str) -> Any:
     return None
 
 
-def _torch_device(device: Device) -> torch.device:
-    if not device.is_gpu:
-        return torch.device("cpu")
-    if not torch.cuda.is_available():
-        raise AIError(msgs.GPU_NOT_AVAILABLE_FMT.format(backend="Torch"))
-    return torch.device("cuda", device.index or 0)
+def _find_function(unit: Any, name: str) -> Any:
+    """The compiled function ``name``, or None. An empty name is "no such function": torch itself would raise
+    its internal ``Expected !name.empty()``."""
+    return unit.find_function(name) if name else None
 
 
 def _check_entry_point(unit: Any, name: str) -> None:
     """An entry point must exist and take exactly (List[Tensor], List[str], List[str])."""
-    function = unit.find_function(name)
+    function = _find_function(unit, name)
     if function is None:
         raise AIError(msgs.ENTRY_POINT_MISSING_FMT.format(fn=name))
     arguments = function.schema.arguments
@@ -210,7 +209,7 @@ def compile_script(source: bytes, device: Device, entry_points: Sequence[str], i
     refused = refused_ops(unit.get_functions(), allow_ops)
     if refused:
         raise AIError(msgs.SCRIPT_FORBIDDEN_OPS_FMT.format(ops=", ".join(refused)))
-    target = _torch_device(device)
+    target = torch_device(device)
     for name in entry_points:
         _check_entry_point(unit, name)
     return CompiledScript(unit, target, intra_op_threads)
@@ -261,7 +260,7 @@ class CompiledScript:
         self._intra_op_threads = intra_op_threads
 
     def has_function(self, name: str) -> bool:
-        return self._unit.find_function(name) is not None
+        return _find_function(self._unit, name) is not None
 
     def _to_device(self, tensor: Tensor) -> torch.Tensor:
         """Inputs decoded from the store are read-only views of its bytes: a script that works in place gets
@@ -275,7 +274,7 @@ class CompiledScript:
         """Call ``function`` (entry-point convention when ``entry_point``, else positional) with ``host`` bound
         for its redis/redisAI calls; the flattened outputs, on the CPU. Errors are ``AIError``s. Once ``stop`` is
         set, the script's next redis/redisAI call raises (a run given up by the watchdog, dag/watchdog.py)."""
-        compiled = self._unit.find_function(function)
+        compiled = _find_function(self._unit, function)
         if compiled is None:
             raise AIError(msgs.FUNCTION_MISSING_FMT.format(fn=function))
         use_intra_op_threads(self._intra_op_threads)  # on this worker thread (backends/torch_threads.py)

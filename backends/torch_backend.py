@@ -14,7 +14,7 @@ import torch
 
 from backends import errors as msgs
 from backends.base import NO_NAMES, GraphNames, NamedModel, RuntimeOptions
-from backends.device import Device
+from backends.device import Device, cuda_ordinal
 from backends.errors import AIError, one_line
 from backends.torch_threads import use_intra_op_threads
 
@@ -22,11 +22,11 @@ _THREADS_LOCK = threading.Lock()
 
 
 def torch_device(device: Device) -> torch.device:
+    """``cpu``, or ``cuda:n`` for ``GPU:n`` when torch sees that GPU (models and scripts alike)."""
     if not device.is_gpu:
         return torch.device("cpu")
-    if not torch.cuda.is_available():
-        raise AIError(msgs.TORCH_GPU_NOT_AVAILABLE_MSG)
-    return torch.device("cuda", device.index or 0)
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return torch.device("cuda", cuda_ordinal(device, visible, msgs.TORCH_GPU_NOT_AVAILABLE_MSG))
 
 
 def _flatten(value: Any) -> list[torch.Tensor]:

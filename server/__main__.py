@@ -11,11 +11,9 @@ from collections.abc import Sequence
 
 from backends.errors import AIError
 from server.app import Server
-from server.config import Config, ConfigError, load_config
-
-_LEVELS = {"debug": logging.DEBUG, "verbose": logging.INFO, "info": logging.INFO, "notice": logging.INFO,
-           "warning": logging.WARNING, "error": logging.ERROR}
-
+from server.config import Config, ConfigError, load_config, requested_action
+from server.ops.banner import version_text
+from server.ops.logs import setup_logging
 
 GC_YOUNG_THRESHOLD = 20_000
 
@@ -32,13 +30,22 @@ def tune_garbage_collector() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``redisai-server [config file] [--option value ...]``; ``--version``; ``--healthcheck``."""
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        config = load_config(sys.argv[1:] if argv is None else argv)
-    except ConfigError as exc:
+        action = requested_action(args)
+        if action == "version":
+            print(version_text())
+            return 0
+        config = load_config(args)
+        if action == "healthcheck":
+            from server.ops.probe import healthcheck
+
+            return healthcheck(config)
+        setup_logging(config)
+    except (ConfigError, OSError) as exc:  # a bad setting, a logfile that cannot be opened
         print(f"redisai-server: {exc}", file=sys.stderr)
         return 1
-    logging.basicConfig(level=_LEVELS[config.log_level],
-                        format="%(asctime)s %(process)d %(levelname).1s %(name)s: %(message)s")
     if config.workers > 1:
         from server.supervisor import Supervisor
 

@@ -1,7 +1,9 @@
 """Server: start the store and the listeners, serve, and shut down gracefully.
 
-Shutdown (SIGTERM/SIGINT or ``Server.stop``): stop accepting → let in-flight commands finish until
-``shutdown_timeout`` → close every client → close the store. A second signal skips the wait.
+Start: the store → its version (INFO server) → the listeners and the metrics/health port → the banner
+(server/ops/banner.py) and the store watch (server/ops/health.py). Shutdown (SIGTERM/SIGINT or ``Server.stop``):
+stop accepting → let in-flight commands finish until ``shutdown_timeout`` → close every client → close the
+store. A second signal skips the wait. Start and shutdown are logged at notice.
 """
 
 from __future__ import annotations
@@ -13,11 +15,15 @@ import signal
 import ssl
 import time
 
+from backends.errors import AIError
 from server.ai.state import AIState
 from server.commands.context import ServerContext
 from server.commands.table import COMMAND_TABLE
 from server.config import Config
 from server.frontend.connection import ClientConnection
+from server.ops.banner import banner, parse_store_version
+from server.ops.health import Health
+from server.ops.http import OpsEndpoint
 from server.ops.metrics import Metrics, ObservedServer
 from server.store.cluster import ClusterStore
 from server.store.embedded import EmbeddedStore
@@ -55,6 +61,10 @@ class Server:
                                  ai=AIState.from_config(config))
         self.ctx.metrics = make_metrics(self.ctx)
         self.ctx.request_shutdown = self.stop
+        self.health = Health(self.ctx)
+        self.ops: OpsEndpoint | None = None
+        if config.metrics_port:
+            self.ops = OpsEndpoint(config.bind_addresses, config.metrics_port, self.ctx.metrics, self.health)
         self._listeners: list[asyncio.Server] = []
         self._stopping: asyncio.Event | None = None
         self._forced = False
@@ -66,14 +76,43 @@ class Server:
         self._stopping = asyncio.Event()
         try:
             await self._start_store()
+            await self._read_store_version()
             await self._listen()
         except BaseException:
             for listener in self._listeners:
                 listener.close()
             await self.ctx.store.close()
             raise
+        self._log_banner()
+        self.health.start_watch()
         log.info("ready to accept connections on %s (store: %s)",
                  ", ".join(str(p) for p in self.ports) or self.config.unixsocket, self.ctx.store.describe())
+
+    async def _read_store_version(self) -> None:
+        """What the store is (INFO server): INFO, HELLO and the banner report it truthfully."""
+        try:
+            self.ctx.store_version = parse_store_version(await self.ctx.store.info(["server"]))
+        except (AIError, OSError) as exc:
+            log.warning("the store did not say its version: %s", exc)
+
+    def listener_names(self) -> list[str]:
+        """host:port of every TCP listener (TLS ones marked), and the unix socket."""
+        names = []
+        for server in self._listeners:
+            for sock in server.sockets:
+                address = sock.getsockname()
+                if isinstance(address, tuple):
+                    tls = self.config.tls_enabled and (not self.config.tls_port or address[1] == self.config.tls_port)
+                    names.append(f"{address[0]}:{address[1]}" + (" (TLS)" if tls else ""))
+                else:
+                    names.append(f"unix:{address}")
+        return names
+
+    def _log_banner(self) -> None:
+        lines = banner(self.config, self.listener_names(), self.ops.url if self.ops else "",
+                       self.ctx.store.describe(), self.ctx.store_version, self.ctx.ai.backends)
+        for text, fields in lines:
+            log.info(text, extra={"json_fields": fields})
 
     async def _start_store(self) -> None:
         """Start the store; a --redis-url that names a node of a Redis Cluster (or comes with --cluster-seeds)
@@ -109,7 +148,8 @@ class Server:
         self.ports = [s.getsockname()[1] for srv in self._listeners for s in srv.sockets
                       if isinstance(s.getsockname(), tuple)]
         self.ctx.tcp_port = self.ports[0] if self.ports else 0
-        await self.ctx.metrics.start()
+        if self.ops is not None:
+            await self.ops.start()
 
     def stop(self) -> None:
         """Ask for a graceful shutdown; a second call skips the drain."""
@@ -146,10 +186,14 @@ class Server:
             await self.shutdown()
 
     async def shutdown(self) -> None:
+        log.info("shutting down", extra={"fields": {"clients": len(self.ctx.clients),
+                                                    "timeout_s": 0 if self._forced else self.config.shutdown_timeout}})
         self.ctx.shutting_down = True
+        await self.health.stop_watch()
         for listener in self._listeners:
             listener.close()
-        await self.ctx.metrics.stop()
+        if self.ops is not None:
+            await self.ops.stop()
         deadline = time.monotonic() + self.config.shutdown_timeout
         while not self._forced and time.monotonic() < deadline:
             if all(client.idle() for client in list(self.ctx.clients.values())):
@@ -167,9 +211,14 @@ class Server:
 
 
 def make_metrics(ctx: ObservedServer) -> Metrics:
-    """The context's metrics: Prometheus when ``metrics_port`` is set, else the do-nothing hooks."""
+    """The context's metrics: Prometheus when ``metrics_port`` is set (and prometheus_client is installed: without
+    it the port serves /healthz and /readyz only), else the do-nothing hooks."""
     if not ctx.config.metrics_port:
         return Metrics()
-    from server.ops.prometheus import PrometheusMetrics  # lazy: prometheus_client only when asked for
-
+    try:
+        from server.ops.prometheus import PrometheusMetrics  # lazy: prometheus_client only when asked for
+    except ImportError:
+        log.warning("prometheus_client is not installed (pip install 'redisai-server[metrics]'): /metrics is off, "
+                    "/healthz and /readyz are served")
+        return Metrics()
     return PrometheusMetrics(ctx)

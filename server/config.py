@@ -17,7 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+VERSION = "0.1.0"  # this server's version (INFO server redisai_server_version, --version, redisai_build_info)
+REDISAI_COMPAT_VERSION = "1.2.7"  # the RedisAI whose command set we answer (INFO ai_RedisAI_version)
 LOG_LEVELS = ("debug", "verbose", "notice", "warning", "info", "error")
+LOG_FORMATS = ("text", "json")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,21 @@ def _log_level(text: str) -> str:
     if level not in LOG_LEVELS:
         raise ValueError(f"log level must be one of {', '.join(LOG_LEVELS)}")
     return level
+
+
+def _log_format(text: str) -> str:
+    form = text.lower()
+    if form not in LOG_FORMATS:
+        raise ValueError(f"log format must be one of {', '.join(LOG_FORMATS)}")
+    return form
+
+
+def _yes_no(text: str) -> bool:
+    """redis.conf booleans: yes/no (true/false, 1/0 accepted too)."""
+    word = text.lower()
+    if word not in ("yes", "no", "true", "false", "1", "0"):
+        raise ValueError(f"must be yes or no, got '{text}'")
+    return word in ("yes", "true", "1")
 
 
 def _store_url(text: str) -> str:
@@ -117,6 +135,9 @@ OPTIONS: tuple[Option, ...] = (
            "embedded store, one store for all of them. AI.INFO and scans agree across them (they live in the store)."),
     Option("threads-per-queue", _positive_int, 1, "Worker threads per device queue (RedisAI THREADS_PER_QUEUE)."),
     Option("log-level", _log_level, "notice", "debug, verbose, notice or warning (redis-server levels)."),
+    Option("log-format", _log_format, "text", "text (one readable line per event) or json (one JSON object per "
+           "line: ts, pid, level, logger, msg and the event's fields)."),
+    Option("logfile", _text, "", "Append the log to this file (reopened when logrotate moves it); empty = stderr."),
     Option("tls-cert-file", _text, "", "Server certificate (PEM); with tls-key-file, clients must use TLS."),
     Option("tls-key-file", _text, "", "Private key of tls-cert-file (PEM)."),
     Option("tls-port", _port, 0, "Serve TLS on this port and plain TCP on --port; 0 = TLS on --port itself."),
@@ -143,7 +164,10 @@ OPTIONS: tuple[Option, ...] = (
            "empty = the directory of the installed backends package."),
     Option("backend-memory-limit", _non_negative_int, 0,
            "Megabytes the ONNX backend may allocate (BACKEND_MEMORY_LIMIT); 0 = unlimited (not enforced yet)."),
-    Option("metrics-port", _port, 0, "Serve Prometheus metrics at http://<bind>:<port>/metrics; 0 = off."),
+    Option("metrics-port", _port, 0, "Serve Prometheus metrics at http://<bind>:<port>/metrics, and /healthz "
+           "(alive) and /readyz (the store answers, the stored models' backends load) on the same port; 0 = off."),
+    Option("metrics-key-label", _yes_no, True, "yes: run and batch metrics carry the model/script key as a label; "
+           "no: one series per type and device, whatever the keys (bounded when model names are dynamic)."),
 )
 
 
@@ -163,6 +187,8 @@ class Config:
     workers: int = 1
     threads_per_queue: int = 1
     log_level: str = "notice"
+    log_format: str = "text"
+    logfile: str = ""
     tls_cert_file: str = ""
     tls_key_file: str = ""
     tls_port: int = 0
@@ -177,7 +203,9 @@ class Config:
     backends_path: str = ""
     backend_memory_limit: int = 0
     metrics_port: int = 0
+    metrics_key_label: bool = True
     reuse_port: bool = False  # set for --workers' processes, never from the command line
+    config_file: str = ""  # the file the settings were read from (the banner shows it), never an option
 
     @property
     def bind_addresses(self) -> list[str]:
@@ -239,10 +267,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("config_file", nargs="?", help="redis.conf-style file of 'name value' lines")
     parser.add_argument("--config", dest="config_opt", metavar="FILE", help="same as the positional config file")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument("--healthcheck", action="store_true", help="ask the server these settings describe whether it "
+                        "is ready (GET /readyz on --metrics-port, else PING and a store round trip over RESP, with "
+                        "TLS and --requirepass as configured); exit 0 when ready, 1 with the reason when not")
     for option in OPTIONS:
         parser.add_argument(f"--{option.name}", dest=option.attr, metavar="VALUE", help=f"{option.help} "
                             f"(default: {option.default!r}; env {option.env})")
     return parser
+
+
+def requested_action(argv: Sequence[str]) -> str:
+    """What the command line asks for: ``version``, ``healthcheck`` or ``serve`` (the default)."""
+    args = build_parser().parse_args(list(argv))
+    return "version" if args.version else "healthcheck" if args.healthcheck else "serve"
 
 
 def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Config:
@@ -252,6 +290,7 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
     for path in (args.config_file, args.config_opt):
         if path:
             read_config_file(path, values)
+            values["config_file"] = os.path.abspath(path)
     read_environment(os.environ if environ is None else environ, values)
     for option in OPTIONS:
         raw = getattr(args, option.attr)

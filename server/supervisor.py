@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 
 from server.config import Config
+from server.ops.banner import redact_url
 from server.store.process import StoreProcess, StoreStartError, find_store_binary
 
 log = logging.getLogger("redisai.supervisor")
@@ -66,7 +67,7 @@ class Supervisor:
             for index in range(self.config.workers):
                 self._spawn(index, worker_config)
             log.info("%d workers on port %d (store: %s)", self.config.workers, worker_config.port,
-                     worker_config.redis_url)
+                     redact_url(worker_config.redis_url))
             self._watch(worker_config)
         except _Stop:
             pass

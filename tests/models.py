@@ -96,6 +96,17 @@ def onnx_add() -> bytes:
     return model.SerializeToString()
 
 
+def onnx_string_identity() -> bytes:
+    """A STRING input x of any length → the same strings as y (ONNX Identity)."""
+    node = helper.make_node("Identity", ["x"], ["y"])
+    graph = helper.make_graph([node], "strings", [helper.make_tensor_value_info("x", TensorProto.STRING, [None])],
+                              [helper.make_tensor_value_info("y", TensorProto.STRING, [None])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
 def onnx_mlp(seed: int = 0) -> bytes:
     """The same 64 → 128 → 10 MLP, exported through torch.onnx with a dynamic batch dimension."""
     torch.manual_seed(seed)

@@ -2,13 +2,16 @@
 
 Keyed by the stored object's digest, not by its key name: an object replaced through another server or
 directly in Redis has a new digest and is built afresh, never served stale. Building runs off the event loop
-(in a thread), once per key even when several clients ask at the same time.
+(in a thread), once per key even when several clients ask at the same time. Each build is logged at notice
+(``model loaded key=… backend=… device=… size=… load_ms=…``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import logging
+import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
@@ -16,6 +19,8 @@ from typing import Generic, TypeVar
 
 MetaT = TypeVar("MetaT")
 HandleT = TypeVar("HandleT")
+
+log = logging.getLogger("redisai.cache")
 
 
 class HandleCache(ABC, Generic[MetaT, HandleT]):
@@ -34,6 +39,10 @@ class HandleCache(ABC, Generic[MetaT, HandleT]):
     async def build(self, meta: MetaT, payload: bytes) -> HandleT:
         """Build the handle from the stored payload (blob or source), in a thread."""
 
+    @abstractmethod
+    def describe(self, meta: MetaT) -> tuple[str, str, str]:
+        """(kind, backend, device) of a stored object, for the log line of its build."""
+
     def lookup(self, meta: MetaT) -> HandleT | None:
         key = self.cache_key(meta)
         handle = self._built.get(key)
@@ -48,8 +57,8 @@ class HandleCache(ABC, Generic[MetaT, HandleT]):
         while len(self._built) > self._capacity:
             self._built.popitem(last=False)
 
-    async def get(self, meta: MetaT, fetch: Callable[[], Awaitable[bytes]]) -> HandleT:
-        """The handle for ``meta``, built (payload fetched on demand) when not cached.
+    async def get(self, meta: MetaT, fetch: Callable[[], Awaitable[bytes]], stored_at: bytes = b"") -> HandleT:
+        """The handle for ``meta`` (stored at key ``stored_at``), built (payload fetched on demand) when not cached.
 
         The build runs in its own task, shared by everyone asking for the same key; a caller that is
         cancelled (its client went away) stops waiting, but never cancels the build the others wait for.
@@ -60,14 +69,21 @@ class HandleCache(ABC, Generic[MetaT, HandleT]):
         key = self.cache_key(meta)
         task = self._building.get(key)
         if task is None:
-            task = asyncio.get_running_loop().create_task(self._build_and_keep(meta, fetch))
+            task = asyncio.get_running_loop().create_task(self._build_and_keep(meta, fetch, stored_at))
             self._building[key] = task
             task.add_done_callback(functools.partial(self._forget, key))
         return await asyncio.shield(task)
 
-    async def _build_and_keep(self, meta: MetaT, fetch: Callable[[], Awaitable[bytes]]) -> HandleT:
-        handle = await self.build(meta, await fetch())
+    async def _build_and_keep(self, meta: MetaT, fetch: Callable[[], Awaitable[bytes]], key: bytes) -> HandleT:
+        payload = await fetch()
+        started = time.perf_counter()
+        handle = await self.build(meta, payload)
         self.put(meta, handle)
+        if log.isEnabledFor(logging.INFO):
+            kind, backend, device = self.describe(meta)
+            log.info("%s loaded", kind, extra={"fields": {
+                "key": key, "backend": backend, "device": device, "size": len(payload),
+                "load_ms": round((time.perf_counter() - started) * 1000, 1)}})
         return handle
 
     def _forget(self, key: Hashable, done: asyncio.Task[HandleT]) -> None:

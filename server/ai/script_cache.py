@@ -81,6 +81,9 @@ class ScriptCache(HandleCache[ScriptMeta, "CompiledScript"]):
     async def build(self, meta: ScriptMeta, payload: bytes) -> CompiledScript:
         return await self.compile(payload, meta.device, meta.entry_points)
 
+    def describe(self, meta: ScriptMeta) -> tuple[str, str, str]:
+        return "script", "TORCH", meta.device.text
+
     async def compile(self, source: bytes, device: Device, entry_points: Sequence[str]) -> CompiledScript:
         """Compile ``source`` in a worker thread (checking its entry points), without caching it."""
         return await asyncio.to_thread(on_big_stack, compile_now, source, device, tuple(entry_points),

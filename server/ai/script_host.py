@@ -69,7 +69,7 @@ class LoopScriptHost:
         keyspace = self._keyspace
         values = (await keyspace.pipeline([(b"HMGET", key, *MODEL_META_FIELDS)]))[0]
         meta = await read_model_meta(self._models, keyspace, key, values)
-        return await self._models.get(meta, lambda: fetch_blob(keyspace, key))
+        return await self._models.get(meta, lambda: fetch_blob(keyspace, key), key)
 
     def _wait(self, work: Coroutine[Any, Any, T]) -> T:
         """Run ``work`` on the loop and wait for it on this (worker) thread."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,8 @@ from server.config import Config
 from server.store.atomic import ScriptCall, record_run_call, stats_key
 
 MODEL_CACHE_CAPACITY = 64
+
+log = logging.getLogger("redisai.run")
 
 
 @dataclass(slots=True)
@@ -89,6 +92,9 @@ class ModelCache(HandleCache[ModelMeta, LoadedModel]):
 
     async def build(self, meta: ModelMeta, payload: bytes) -> LoadedModel:
         return await self.load(meta, payload)
+
+    def describe(self, meta: ModelMeta) -> tuple[str, str, str]:
+        return "model", meta.backend, meta.device.text
 
     async def load(self, meta: ModelMeta, blob: bytes) -> LoadedModel:
         """Build a model from its blob in a worker thread (validating it), without caching it."""
@@ -162,7 +168,12 @@ class AIState:
         if not result.ok and result.error is None:
             return
         self.runs += 1
-        self.run_errors += result.error is not None
+        if result.error is not None:
+            self.run_errors += 1
+            if log.isEnabledFor(logging.INFO):
+                fields = {"key": key, "type": stats.kind if stats else "", "device": stats.device if stats else "",
+                          "error": str(result.error)}
+                log.info("run failed", extra={"fields": fields})
         if self.on_run is not None:
             self.on_run(key, stats, result)
 

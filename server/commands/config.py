@@ -91,6 +91,11 @@ def cmd_config(client: Client, argv: list[bytes]) -> Any:
     ai = client.ctx.ai
     if req.action == "LOADBACKEND":
         return load_backend(ai.backends, req.name)
+    return apply_config(ai, req)
+
+
+def apply_config(ai: AIState, req: ConfigRequest) -> Any:
+    """Every AI.CONFIG but LOADBACKEND, which imports a runtime off the loop: set a value, or get one."""
     if req.action == "BACKENDSPATH":
         ai.settings.backends_path = os.fsdecode(req.path)
         return OK

@@ -18,14 +18,15 @@ from typing import Protocol
 from server.ai.state import AIState
 from server.commands.client_state import ClientState
 from server.commands.spec import CommandSpec
-from server.config import Config
+from server.config import VERSION, Config
+from server.ops.banner import StoreVersion
 from server.ops.metrics import Metrics
 from server.ops.stats import Stats
 from server.protocol.request import Limits
 from server.store.keyspace import Keyspace
 from server.store.session import Store
 
-VERSION = "0.1.0"
+__all__ = ["DATABASES", "REDIS_COMPAT_VERSION", "VERSION", "Client", "ServerContext"]
 REDIS_COMPAT_VERSION = "7.2.0"
 DATABASES = 16
 
@@ -46,6 +47,7 @@ class ServerContext:
     pid: int = field(default_factory=os.getpid)
     shutting_down: bool = False
     tcp_port: int = 0
+    store_version: StoreVersion = field(default_factory=StoreVersion)  # the store's INFO server, read at start
     shared_relay_paused_until: float = 0.0  # CLIENT PAUSE … WRITE: no shared relay until then (monotonic)
     request_shutdown: Callable[[], None] = field(default=lambda: None)  # Server.stop, set when it is built
     _client_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))

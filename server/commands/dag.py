@@ -39,12 +39,12 @@ NA = Status(msgs.NA_STATUS)
 
 
 async def cmd_dagexecute(client: Client, argv: list[bytes]) -> Any:
-    """AI.DAGEXECUTE [LOAD n key...] [PERSIST n key...] [ROUTING key] [TIMEOUT ms] |> op [|> op ...]"""
+    """AI.DAGEXECUTE [LOAD n key ...] [PERSIST n key ...] [KEYS n key ...] [ROUTING key] [TIMEOUT ms] |> op ..."""
     return await run_dag(client, argv, DAGEXECUTE)
 
 
 async def cmd_dagexecute_ro(client: Client, argv: list[bytes]) -> Any:
-    """AI.DAGEXECUTE_RO [LOAD n key...] [ROUTING key] [TIMEOUT ms] |> op [|> op ...]"""
+    """AI.DAGEXECUTE_RO [LOAD n key ...] [KEYS n key ...] [ROUTING key] [TIMEOUT ms] |> op [|> op ...]"""
     return await run_dag(client, argv, DAGEXECUTE_RO)
 
 
@@ -137,10 +137,10 @@ async def op_works(ctx: ServerContext, keyspace: Keyspace, ops: list[DagOp]) -> 
     works: dict[int, Work] = {}
     for index, op in enumerate(ops):
         if isinstance(op, ModelOp):
-            model = await ctx.ai.models.get(op.meta, _fetcher(fetch_blob, keyspace, op.key))
+            model = await ctx.ai.models.get(op.meta, _fetcher(fetch_blob, keyspace, op.key), op.key)
             works[index] = ModelWork(model, len(op.meta.outputs))
         elif isinstance(op, ScriptOp):
-            compiled = await ctx.ai.scripts.get(op.meta, _fetcher(fetch_source, keyspace, op.key))
+            compiled = await ctx.ai.scripts.get(op.meta, _fetcher(fetch_source, keyspace, op.key), op.key)
             works[index] = script_work(op.meta, compiled, op.request, ctx.keyspace(0), ctx.ai.models)
     return works
 

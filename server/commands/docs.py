@@ -20,7 +20,17 @@ Details, replies and error texts: [tensors](commands-tensors.md), [models](comma
 [AI.INFO / AI.CONFIG](commands-info-config.md).
 
 Arity follows Redis: `n` = exactly n words with the command name, `-n` = at least n. AI commands take
-any arity here and check it themselves, with RedisAI's texts.
+any arity here and check it themselves, with RedisAI's texts. The keys column is the command's key specs
+(`COMMAND INFO`, Redis 7's shape): `arg 1` the first argument, `INPUTS n key…` a count and that many keys
+after the word, `(…)` keys only the command's own parser can find (`COMMAND GETKEYS` uses it).
+
+`COMMAND` merges these rows into the store's list (ours replace the store's entry of the same name, so
+`COMMAND COUNT` is the length of `COMMAND`). `COMMAND INFO` shows Redis 7's key specs;
+`COMMAND GETKEYS AI.MODELEXECUTE m INPUTS 2 a b OUTPUTS 1 c` answers `m a b c` (a DAG: its LOAD, PERSIST,
+KEYS and ROUTING keys, then each op's model or script key), and `GETKEYSANDFLAGS` the spec's flags.
+`COMMAND DOCS` gives the AI commands' arguments (from the usage lines) and complexity, in group `module`,
+module `ai`, and the store's own documentation for the Redis commands. `COMMAND LIST FILTERBY
+MODULE ai | ACLCAT ai | PATTERN ai.model*` filters ours as the store filters its own.
 """
 
 GROUP_TITLES = {"ai": "AI commands", "connection": "Connection", "keyspace": "Keyspace", "server": "Server"}
@@ -31,7 +41,7 @@ def _cell(text: str) -> str:
 
 
 def _row(spec: CommandSpec) -> str:
-    keys = f"{spec.first_key},{spec.last_key},{spec.step}" if spec.first_key else "-"
+    keys = "; ".join(key_spec.brief() for key_spec in spec.specs()) or "-"
     flags = ", ".join(spec.flags) or "-"
     return f"| `{spec.name}` | `{_cell(spec.usage)}` | {_cell(spec.summary)} | {spec.arity} | {flags} | {keys} |"
 

@@ -82,7 +82,8 @@ def cmd_hello(client: Client, argv: list[bytes]) -> Any:
     if name is not None:
         client.state.name = name
     client.set_protocol(proto)
-    return {"server": "redis", "version": REDIS_COMPAT_VERSION, "proto": proto, "id": client.state.id,
+    version = client.ctx.store_version.redis_version or REDIS_COMPAT_VERSION  # the store's, as INFO server says
+    return {"server": "redis", "version": version, "proto": proto, "id": client.state.id,
             "mode": "standalone", "role": "master",
             "modules": [{"name": "ai", "ver": 10207, "path": "builtin", "args": []}],
             "redisai_server": VERSION}

@@ -19,7 +19,7 @@ from server.commands.graph_run import execute_graph
 from server.commands.graph_store import graph_hash_fields, known_devices, load_graph, stored_graph
 from server.commands.stored import delete_stored, scan_stored
 from server.protocol.reply import OK
-from server.store.atomic import STORE_OBJECT
+from server.store.atomic import store_object_call
 
 if TYPE_CHECKING:
     from server.commands.context import Client
@@ -33,7 +33,7 @@ async def cmd_graphstore(client: Client, argv: list[bytes]) -> Any:
     plan = group_by_device(with_keys(plan, req.ops), await known_devices(keyspace, req))
     source = argv[2:]
     digest, fields = graph_hash_fields(req, source, plan)
-    await keyspace.run_script(STORE_OBJECT, [req.key, keyspace.stats_key(req.key)], [GRAPH_MARKER, *fields])
+    await keyspace.run_script(*store_object_call(req.key, keyspace.stats_key(req.key), GRAPH_MARKER, fields))
     client.ctx.ai.graphs.put(stored_graph(digest, req, source, plan))
     return OK
 

@@ -99,8 +99,8 @@ def _graph_op(argv: list[bytes]) -> GraphOpSpec:
         return GraphOpSpec(CONSTANT_KIND, None, OpIO((), (request.key,), constant=True), tuple(argv))
     if name == b"AI.MODELEXECUTE":
         check_modelexecute_arity(argv)
-        n_in = _declared(argv, 3)
-        req = parse_modelexecute(argv, n_in, _declared(argv, 5 + n_in))
+        n_in = declared_count(argv, 3)
+        req = parse_modelexecute(argv, n_in, declared_count(argv, 5 + n_in))
         _no_timeout(req.timeout_ms)
         return GraphOpSpec(MODEL_KIND, argv[1], OpIO(req.inputs, req.outputs), tuple(argv))
     script = parse_scriptexecute(argv, standalone=False)
@@ -108,7 +108,7 @@ def _graph_op(argv: list[bytes]) -> GraphOpSpec:
     return GraphOpSpec(SCRIPT_KIND, argv[1], OpIO(script.inputs, script.outputs), tuple(argv))
 
 
-def _declared(argv: list[bytes], pos: int) -> int:
+def declared_count(argv: list[bytes], pos: int) -> int:
     """The count a model op declares at ``pos`` (0 when it is not a number: the parser then says why)."""
     value = parse_strict_int(argv[pos]) if pos < len(argv) else None
     return value if value is not None and value > 0 else 0

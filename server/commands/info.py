@@ -20,7 +20,7 @@ from backends.errors import AIError, wrong_arity
 from backends.objects import GRAPH_MARKER, MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
 from server.ai.state import RunStats
 from server.protocol.reply import OK
-from server.store.atomic import STAT_FIELDS
+from server.store.atomic import RESET_STATS, RUN_INFO_FIELD, STAT_FIELDS, ScriptCall
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -35,25 +35,40 @@ async def cmd_aiinfo(client: Client, argv: list[bytes]) -> Any:
     if not 2 <= len(argv) <= 3:
         raise wrong_arity(argv[0].decode(errors="replace"))
     keyspace = client.keyspace()
-    stats = await read_stats(keyspace, argv[1])
+    if len(argv) == 3 and argv[2].upper() == b"RESETSTAT":
+        await keyspace.run_script(*reset_call(keyspace, argv[1]))  # checked and zeroed at once
+        return OK
+    return info_answer(argv[1], await keyspace.pipeline(stats_reads(keyspace, argv[1])))
+
+
+def reset_call(keyspace: Keyspace, key: bytes) -> ScriptCall:
+    """RESETSTAT: zero the counters of the object at ``key``, or ``cannot find run info`` (server/store/atomic.py)."""
+    return RESET_STATS, [key, keyspace.stats_key(key)], []
+
+
+def stats_reads(keyspace: Keyspace, key: bytes) -> list[tuple[bytes, ...]]:
+    """The object's metadata and its counters (kept beside it, server/store/atomic.py): one round trip."""
+    return [(b"HMGET", key, MARKER_FIELD, b"backend", b"device", b"tag", RUN_INFO_FIELD),
+            (b"HMGET", keyspace.stats_key(key), *STAT_FIELDS, RUN_INFO_FIELD)]
+
+
+def info_answer(key: bytes, replies: list[Any]) -> Any:
+    """AI.INFO's reply from the ``stats_reads`` replies."""
+    stats = stats_of(key, replies)
     if stats is None:
         raise AIError(msgs.INFO_NO_RUN_INFO_MSG)
-    if len(argv) == 3 and argv[2].upper() == b"RESETSTAT":
-        zeros = [part for name in STAT_FIELDS for part in (name, b"0")]
-        await keyspace.pipeline([(b"HSET", keyspace.stats_key(argv[1]), *zeros)])
-        return OK
     return info_reply(stats)
 
 
-async def read_stats(keyspace: Keyspace, key: bytes) -> RunStats | None:
-    """The record of the model or script at ``key`` from the store: its metadata and its counters (kept
-    beside it, server/store/atomic.py), in one round trip; None unless both are there."""
-    meta, counters = await keyspace.pipeline([(b"HMGET", key, MARKER_FIELD, b"backend", b"device", b"tag"),
-                                              (b"HMGET", keyspace.stats_key(key), *STAT_FIELDS)])
-    if not isinstance(meta, list) or meta[0] not in _KINDS or not isinstance(counters, list) or None in counters:
+def stats_of(key: bytes, replies: list[Any]) -> RunStats | None:
+    """The record from the ``stats_reads`` replies; None unless the object and its counters are both there, and
+    the counters are this object's (the same run-info id: server/store/atomic.py)."""
+    meta, counters = replies
+    if (not isinstance(meta, list) or meta[0] not in _KINDS or not isinstance(counters, list)
+            or None in counters[:-1] or meta[-1] != counters[-1]):
         return None
     kind = _KINDS[meta[0]]
-    calls, duration, samples, errors = (int(value) for value in counters)
+    calls, duration, samples, errors = (int(value) for value in counters[:-1])
     backend = b"" if kind == "GRAPH" else meta[1] or b"TORCH"  # a graph runs several objects: no one backend
     return RunStats(key, kind, backend.decode(), (meta[2] or b"").decode(), meta[3] or b"",
                     duration, samples, calls, errors)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from server.commands.context import VERSION
+from server.config import REDISAI_COMPAT_VERSION, VERSION
 
 if TYPE_CHECKING:
     from server.ai.state import AIState
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
 Fields = list[tuple[str, object]]
 
-REDISAI_COMPAT_VERSION = "1.2.7"
 RDB_ENCODING_VERSION = 4  # RedisAI 1.2.7's; our values are plain strings and hashes (docs/tensor-format.md)
 # RedisAI's INFO names of the runtimes (ai_<label>_version).
 _RUNTIME_LABELS: Mapping[str, str] = MappingProxyType({"TF": "TensorFlow", "TFLITE": "TensorFlowLite", "TORCH": "Torch",

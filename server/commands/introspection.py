@@ -1,4 +1,4 @@
-"""INFO and COMMAND: our own sections and command entries, merged with what the backing store reports."""
+"""INFO: our own sections, merged with what the backing store reports (COMMAND: command_info.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from backends import errors as msgs
-from backends.errors import AIError, wrong_arity
 from server.commands.context import REDIS_COMPAT_VERSION, VERSION
 from server.commands.info_ai import ai_sections, commandstats_lines
 from server.commands.info_text import (
@@ -22,20 +20,23 @@ from server.commands.info_text import (
     title_of,
     wanted_sections,
 )
-from server.commands.spec import RELAY, CommandSpec, RelayThen
 from server.commands.stored import count_stored
-from server.protocol.framer import join_aggregate, split_aggregate
-from server.protocol.reply import Status, Verbatim, encode
+from server.protocol.reply import Verbatim
 
 if TYPE_CHECKING:
     from server.commands.context import Client
 
 def _server_section(client: Client) -> list[tuple[str, object]]:
+    """Ours in place of the store's: process, port, uptime. ``redis_version`` stays the store's own (what a client
+    feature-checks is what the store behind us can do: every command we do not answer ourselves is its), with
+    ``REDIS_COMPAT_VERSION`` only when the store did not say; ``redisai_server_version`` is ours and
+    ``store_version`` names the store (``valkey 8.1.8 (redis_version 7.2.4)``)."""
     ctx = client.ctx
     uptime = int(time.time() - ctx.started_at)
     return [
-        ("redis_version", REDIS_COMPAT_VERSION),
+        ("redis_version", ctx.store_version.redis_version or REDIS_COMPAT_VERSION),
         ("redisai_server_version", VERSION),
+        ("store_version", ctx.store_version.describe()),
         ("redis_mode", "standalone"),
         ("os", f"{platform.system()} {platform.release()} {platform.machine()}"),
         ("python_version", sys.version.split()[0]),
@@ -110,108 +111,34 @@ def _section(client: Client, section: str, store: dict[str, list[str]], stored: 
         ours: list[tuple[str, object]] = [(key, value) for key, _, value in
                                           (line.partition(":") for line in commandstats_lines(client.ctx))]
         return [render(title_of(section), merged(lines or [], ours))]
+    if section == "memory":  # ours first, under names of their own; the store's after, as the store says them
+        return [render(title_of(section), [*process_memory_lines(), *(lines or [])])]
     if lines is None:
         return []
-    if section == "memory":
-        lines = [*lines, *process_memory_lines()]
     return [render(title_of(section), lines)]
 
 
 def process_memory_lines() -> list[str]:
-    """This server process's own memory, beside the store's figures (which describe the store process only)."""
-    rss = _current_rss()
+    """This server process's own memory (``server_process_*``: resident now and at its peak, virtual), beside the
+    store's Redis-named figures (``used_memory``, ``maxmemory`` …), which describe the store process: the keys
+    live there, and clients and exporters read those names as on any Redis."""
+    rss, vms = _current_memory()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-    return [f"server_process_rss:{rss}", f"server_process_rss_human:{rss / 1048576:.2f}M",
-            f"server_process_peak_rss:{peak}", f"server_process_peak_rss_human:{peak / 1048576:.2f}M"]
+    return [*_bytes_fields("server_process_rss", rss), *_bytes_fields("server_process_peak_rss", max(peak, rss)),
+            *_bytes_fields("server_process_virtual_memory", vms), f"server_process_id:{os.getpid()}"]
 
 
-def _current_rss() -> int:
+def _bytes_fields(name: str, value: int) -> list[str]:
+    return [f"{name}:{value}", f"{name}_human:{value / 1048576:.2f}M"]
+
+
+def _current_memory() -> tuple[int, int]:
+    """(resident, virtual) bytes of this process, from /proc/self/statm."""
     try:
         with open("/proc/self/statm") as handle:
-            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            size, resident = (int(field) for field in handle.read().split()[:2])
+            page = os.sysconf("SC_PAGE_SIZE")
+            return resident * page, size * page
+    except (OSError, ValueError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, 0
 
-
-def cmd_command(client: Client, argv: list[bytes]) -> Any:
-    """COMMAND [COUNT | INFO name... | DOCS [name...] | GETKEYS cmd args... | LIST]: ours merged into the store's.
-
-    The store's reply is relayed in the client's protocol and our entries are spliced into the raw frame, so
-    every type the store sent (simple strings, maps) reaches the client as the store sent it.
-    """
-    table, proto = client.ctx.commands, client.state.proto
-    sub = argv[1].upper() if len(argv) > 1 else b""
-    if sub == b"":
-        ours = [encode(spec.info_reply(), proto) for spec in table.values()]
-        return RelayThen(lambda raw: append_elements(raw, ours, b"*"))
-    if sub == b"COUNT":
-        return RelayThen(lambda raw: b":%d\r\n" % ((int(raw[1:-2]) if raw[:1] == b":" else 0) + len(table)))
-    if sub == b"LIST":
-        names = [encode(spec.name.lower(), proto) for spec in table.values()]
-        return RelayThen(lambda raw: append_elements(raw, names, b"*"))
-    if sub == b"INFO":
-        return _command_info(client, argv[2:])
-    if sub == b"DOCS":
-        return _command_docs(client, argv[2:])
-    if sub in (b"GETKEYS", b"GETKEYSANDFLAGS"):
-        return _command_getkeys(client, argv)
-    return RELAY
-
-
-def _ours(client: Client, name: bytes) -> CommandSpec | None:
-    return client.ctx.commands.get(name.upper().decode(errors="replace"))
-
-
-def append_elements(raw: bytes, extra: list[bytes], kind: bytes) -> bytes:
-    """Our encoded elements after the store's (an error reply from the store counts as an empty aggregate)."""
-    if raw[:1] in (b"-", b"_") or raw.startswith(b"*-1"):
-        return join_aggregate(kind, extra)
-    raw_kind, elements = split_aggregate(raw)
-    return join_aggregate(raw_kind, elements + extra)
-
-
-def _command_info(client: Client, names: list[bytes]) -> Any:
-    specs = [_ours(client, name) for name in names]
-    if all(spec is not None for spec in specs):
-        return [spec.info_reply() for spec in specs if spec is not None]
-    others = [name for name, spec in zip(names, specs, strict=False) if spec is None]
-    proto = client.state.proto
-
-    def merge(raw: bytes) -> bytes:
-        kind, theirs = split_aggregate(raw) if raw[:1] == b"*" else (b"*", [encode(None, proto)] * len(others))
-        it = iter(theirs)
-        return join_aggregate(kind, [encode(s.info_reply(), proto) if s else next(it) for s in specs])
-
-    return RelayThen(merge, [b"COMMAND", b"INFO", *(name.lower() for name in others)])
-
-
-def _command_docs(client: Client, names: list[bytes]) -> Any:
-    proto = client.state.proto
-    if names:
-        specs = {name: _ours(client, name) for name in names}
-        ours = {name.lower(): spec.docs_reply() for name, spec in specs.items() if spec is not None}
-        others = [name for name, spec in specs.items() if spec is None]
-    else:
-        ours = {spec.name.lower().encode(): spec.docs_reply() for spec in client.ctx.commands.values()}
-        others = []
-    if names and not others:
-        return ours
-    extra = [encode(part, proto) for key, doc in ours.items() for part in (key, doc)]
-    kind = b"%" if proto == 3 else b"*"
-    return RelayThen(lambda raw: append_elements(raw, extra, kind), [b"COMMAND", b"DOCS", *others])
-
-
-def _command_getkeys(client: Client, argv: list[bytes]) -> Any:
-    if len(argv) < 3:
-        raise wrong_arity(f"command|{argv[1].decode(errors='replace').lower()}")
-    spec = client.ctx.commands.get(argv[2].upper().decode(errors="replace"))
-    if spec is None:
-        return RELAY
-    if not spec.arity_ok(len(argv) - 2):
-        raise AIError(msgs.INVALID_ARGS_GETKEYS_MSG)
-    keys = spec.keys_of(argv[2:])
-    if not keys:
-        raise AIError(msgs.NO_KEYS_MSG)
-    if argv[1].upper() == b"GETKEYSANDFLAGS":
-        return [[key, [Status(f) for f in spec.flags if f in ("readonly", "write")]] for key in keys]
-    return keys

@@ -8,6 +8,7 @@ outputs in one atomic round trip before it replies.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -34,9 +35,9 @@ from server.commands.model_args import (
     parse_modelset,
     parse_modelstore,
 )
-from server.commands.stored import delete_stored, scan_stored
+from server.commands.stored import delete_stored, log_stored, scan_stored
 from server.protocol.reply import OK
-from server.store.atomic import STORE_OBJECT
+from server.store.atomic import ScriptCall, store_object_call
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -62,20 +63,33 @@ async def cmd_modelset(client: Client, argv: list[bytes]) -> Any:
 
 
 async def _store(client: Client, req: ModelStoreRequest) -> Any:
-    """Build the model (off the loop: a broken blob is the backend's error), check the key, write, cache."""
+    """Build the model, check the key and write it (one store-side step), then cache it."""
+    write, stored = await prepare_store(client, req)
+    await client.keyspace().run_script(*write)
+    stored()
+    return OK
+
+
+async def prepare_store(client: Client, req: ModelStoreRequest) -> tuple[ScriptCall, Callable[[], None]]:
+    """Build the model (off the loop: a broken blob is the backend's error): the write that stores it (WRONGTYPE
+    unless the key is free or a model), and what to do once it is written (also at EXEC, inside MULTI)."""
     ai = client.ctx.ai
     draft = req.meta()
+    started = time.perf_counter()
     loaded = await ai.models.load(draft, req.blob)
     if req.backend != "TF":  # TORCH/ONNX name their inputs and outputs themselves
         draft = replace(draft, inputs=tuple(loaded.input_names), outputs=tuple(loaded.output_names))
     keyspace = client.keyspace()
-    await keyspace.run_script(STORE_OBJECT, [req.key, keyspace.stats_key(req.key)],
-                                       [MODEL_MARKER, *model_hash_fields(draft, req.blob)])
-    ai.models.put(draft, loaded)
-    ai.queues.queue(draft.device.queue_name)
-    ai.stats[req.key] = RunStats(req.key, "MODEL", draft.backend, draft.device.text, draft.tag)
-    client.ctx.metrics.forget(req.key)  # a re-stored model starts with fresh series, as with AI.INFO
-    return OK
+    write = store_object_call(req.key, keyspace.stats_key(req.key), MODEL_MARKER, model_hash_fields(draft, req.blob))
+
+    def stored() -> None:
+        ai.models.put(draft, loaded)
+        ai.queues.queue(draft.device.queue_name)
+        ai.stats[req.key] = RunStats(req.key, "MODEL", draft.backend, draft.device.text, draft.tag)
+        client.ctx.metrics.forget(req.key)  # a re-stored model starts with fresh series, as with AI.INFO
+        log_stored("model", req.key, draft.backend, draft.device.text, len(req.blob), started)
+
+    return write, stored
 
 
 # --- reading and deleting -----------------------------------------------------------------------------------------
@@ -103,7 +117,12 @@ async def cmd_modelget(client: Client, argv: list[bytes]) -> Any:
     """AI.MODELGET key [META] [BLOB]"""
     want_meta, want_blob = parse_modelget_flags(argv)
     meta, (blob,) = await _read_meta(client, argv[1], (b"blob",))
-    blob_value = chunk_blob(blob or b"", client.ctx.ai.settings.model_chunk_size)
+    return modelget_reply(meta, blob, want_meta, want_blob, client.ctx.ai.settings.model_chunk_size)
+
+
+def modelget_reply(meta: ModelMeta, blob: bytes | None, want_meta: bool, want_blob: bool, chunk_size: int) -> Any:
+    """The blob (chunked by MODEL_CHUNK_SIZE), the metadata, or both, as RedisAI lays them out."""
+    blob_value = chunk_blob(blob or b"", chunk_size)
     if not want_meta:
         return blob_value
     reply: list[Any] = [
@@ -152,7 +171,7 @@ async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again
     if list(req.outputs) != out_hint:  # the lenient guess missed (e.g. an input key named "outputs"): ask again
         checks = await keyspace.pipeline(output_type_checks(list(req.outputs)))
     check_output_types(checks)
-    model = await ai.models.get(meta, lambda: fetch_blob(keyspace, req.key))
+    model = await ai.models.get(meta, lambda: fetch_blob(keyspace, req.key), req.key)
     op = SingleOp(req.key, meta.device.queue_name, ModelWork(model, len(meta.outputs)), inputs, req.outputs,
                   req.timeout_ms, batch=batch_spec(meta, req.key, client.ctx.metrics), samples=True,
                   record=not again, digest=meta.digest,

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
 from backends.errors import AIError
+from server.commands.command_info import append_elements
 from server.commands.info_text import MODULE_NAME, MODULE_VERSION
-from server.commands.introspection import append_elements
 from server.commands.spec import RELAY, RelayThen
 from server.protocol.reply import encode
 

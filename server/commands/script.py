@@ -12,6 +12,7 @@ and ``script_work`` (server/ai/steps.py), as this module does.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -42,9 +43,9 @@ from server.commands.script_args import (
     parse_scriptset,
     parse_scriptstore,
 )
-from server.commands.stored import delete_stored, scan_stored
+from server.commands.stored import delete_stored, log_stored, scan_stored
 from server.protocol.reply import OK
-from server.store.atomic import STORE_OBJECT
+from server.store.atomic import ScriptCall, store_object_call
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -73,17 +74,31 @@ async def _store(client: Client, req: ScriptStoreRequest) -> Any:
 
     As in RedisAI, compile and entry-point errors come before WRONGTYPE.
     """
+    write, stored = await prepare_store(client, req)
+    await client.keyspace().run_script(*write)
+    stored()
+    return OK
+
+
+async def prepare_store(client: Client, req: ScriptStoreRequest) -> tuple[ScriptCall, Callable[[], None]]:
+    """Compile (off the loop): the write that stores the script (WRONGTYPE unless the key is free or a script),
+    and what to do once it is written (also at EXEC, inside MULTI)."""
     ai = client.ctx.ai
     meta = ScriptMeta(req.device, req.tag, req.entry_points, blob_digest(req.source))
+    started = time.perf_counter()
     compiled = await ai.scripts.compile(req.source, req.device, req.entry_points)
     keyspace = client.keyspace()
-    await keyspace.run_script(STORE_OBJECT, [req.key, keyspace.stats_key(req.key)],
-                                       [SCRIPT_MARKER, *script_hash_fields(meta, req.source)])
-    ai.scripts.put(meta, compiled)
-    ai.queues.queue(meta.device.queue_name)
-    ai.stats[req.key] = RunStats(req.key, "SCRIPT", "TORCH", meta.device.text, meta.tag)
-    client.ctx.metrics.forget(req.key)
-    return OK
+    write = store_object_call(req.key, keyspace.stats_key(req.key), SCRIPT_MARKER,
+                              script_hash_fields(meta, req.source))
+
+    def stored() -> None:
+        ai.scripts.put(meta, compiled)
+        ai.queues.queue(meta.device.queue_name)
+        ai.stats[req.key] = RunStats(req.key, "SCRIPT", "TORCH", meta.device.text, meta.tag)
+        client.ctx.metrics.forget(req.key)
+        log_stored("script", req.key, "TORCH", meta.device.text, len(req.source), started)
+
+    return write, stored
 
 
 # --- reading and deleting -----------------------------------------------------------------------------------------
@@ -109,7 +124,12 @@ async def cmd_scriptget(client: Client, argv: list[bytes]) -> Any:
     values = (await keyspace.pipeline([(b"HMGET", argv[1], *SCRIPT_META_FIELDS, b"source")]))[0]
     fields = values[: len(SCRIPT_META_FIELDS)] if isinstance(values, list) else values
     meta = await script_meta(keyspace, argv[1], fields)
-    source = values[-1] or b""
+    return scriptget_reply(meta, values[-1], want_meta, want_source)
+
+
+def scriptget_reply(meta: ScriptMeta, source: bytes | None, want_meta: bool, want_source: bool) -> Any:
+    """The source, the metadata, or both, as RedisAI lays them out."""
+    source = source or b""
     if not want_meta:
         return source
     reply: list[Any] = ["device", meta.device.text, "tag", meta.tag, "Entry Points", list(meta.entry_points)]
@@ -169,7 +189,7 @@ async def _execute(client: Client, argv: list[bytes], parse: ParseExecute) -> An
     reach database 0, whatever database the client selected."""
     ai, keyspace = client.ctx.ai, client.keyspace()
     meta, req, inputs = await _prefetch(keyspace, argv, parse)
-    compiled = await ai.scripts.get(meta, lambda: fetch_source(keyspace, req.key))
+    compiled = await ai.scripts.get(meta, lambda: fetch_source(keyspace, req.key), req.key)
     work = script_work(meta, compiled, req, client.ctx.keyspace(0), ai.models)
     op = SingleOp(req.key, meta.device.queue_name, work, inputs, req.outputs, req.timeout_ms)
     return await execute_single_op(ai, keyspace, op)

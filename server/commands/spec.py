@@ -6,7 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from server.protocol.reply import Status
+from server.commands.argdocs import arguments
+from server.commands.info_text import MODULE_NAME
+from server.commands.keyspecs import READ, READ_WRITE, KeySpecRow, key_at
+from server.protocol.reply import SetOf, Status
 
 
 class _Relay:
@@ -25,6 +28,9 @@ class RelayThen:
 
     transform: Callable[[bytes], bytes]
     argv: list[bytes] | None = None
+
+# A command's own key finder (server/commands/getkeys.py): argv → (key, key-spec flags) pairs.
+KeyFinder = Callable[[list[bytes]], list[tuple[bytes, tuple[str, ...]]]]
 
 # A handler takes the ``Client`` (server/commands/context.py) and argv. Typed ``Any`` here because the context
 # module, which defines ``Client``, holds the table of specs: naming it would make an import cycle.
@@ -54,7 +60,12 @@ class CommandSpec:
     summary: str
     usage: str
     after_relays: bool = False
-    ai: bool = False  # an AI.* command: refused inside MULTI (the store cannot queue it)
+    ai: bool = False  # an AI.* command: inside MULTI, queued by its MULTI form (server/commands/in_multi.py)
+    key_specs: tuple[KeySpecRow, ...] = ()
+    find_keys: KeyFinder | None = None
+    complexity: str = ""
+    since: str = ""
+    replaced_by: str = ""  # a deprecated command: the one to use instead
 
     @property
     def no_auth(self) -> bool:
@@ -62,24 +73,54 @@ class CommandSpec:
         auth gate and ``COMMAND INFO`` cannot disagree."""
         return "no_auth" in self.flags
 
+    @property
+    def acl_categories(self) -> tuple[str, ...]:
+        return ("@" + self.group,)
+
+    @property
+    def module(self) -> str:
+        """The module a client sees the command come from (``MODULE LIST`` shows RedisAI's as ``ai``)."""
+        return MODULE_NAME if self.ai else ""
+
     def arity_ok(self, argc: int) -> bool:
         return argc == self.arity if self.arity > 0 else argc >= -self.arity
 
+    def specs(self) -> tuple[KeySpecRow, ...]:
+        """The key specs: the row's own, or one spec from its (first, last, step) positions."""
+        if self.key_specs or self.first_key <= 0:
+            return self.key_specs
+        lastkey = self.last_key - self.first_key if self.last_key >= 0 else self.last_key
+        return (key_at(self.first_key, READ if "readonly" in self.flags else READ_WRITE, lastkey=lastkey),)
+
+    def keys_with_flags(self, argv: list[bytes]) -> list[tuple[bytes, tuple[str, ...]]]:
+        """The key arguments of ``argv`` with their spec's flags (COMMAND GETKEYS / GETKEYSANDFLAGS): by the
+        command's own finder where it has one, else by its key specs, as Redis does."""
+        if self.find_keys is not None:
+            return self.find_keys(argv)
+        return [(key, spec.flags) for spec in self.specs() for key in spec.keys(argv)]
+
     def keys_of(self, argv: list[bytes]) -> list[bytes]:
-        """The key arguments of ``argv`` by the spec's first/last/step (COMMAND GETKEYS)."""
-        if self.first_key <= 0:
-            return []
-        last = self.last_key if self.last_key >= 0 else len(argv) + self.last_key
-        return [argv[i] for i in range(self.first_key, min(last, len(argv) - 1) + 1, max(self.step, 1))]
+        return [key for key, _flags in self.keys_with_flags(argv)]
 
     def info_reply(self) -> list[Any]:
-        """The COMMAND INFO entry (Redis 7 layout)."""
-        return [self.name.lower(), self.arity, [Status(flag) for flag in self.flags], self.first_key, self.last_key,
-                self.step, [Status("@" + self.group)], [], [], []]
+        """The COMMAND INFO entry (Redis 7 layout: flags, categories, tips, key specs, subcommands)."""
+        return [self.name.lower(), self.arity, SetOf([Status(flag) for flag in self.flags]), self.first_key,
+                self.last_key, self.step, SetOf([Status(cat) for cat in self.acl_categories]), SetOf([]),
+                SetOf([spec.reply() for spec in self.specs()]), SetOf([])]
 
     def docs_reply(self) -> dict[str, Any]:
-        return {"summary": self.summary, "since": "1.0.0", "group": self.group,
-                "complexity": "", "arguments": []}
+        """The COMMAND DOCS entry (Redis 7 layout; a module's commands are in group ``module``)."""
+        docs: dict[str, Any] = {"summary": self.summary}
+        if self.since:
+            docs["since"] = self.since
+        docs["group"] = "module" if self.module else self.group
+        if self.complexity:
+            docs["complexity"] = self.complexity
+        if self.module:
+            docs["module"] = self.module
+        if self.replaced_by:
+            docs |= {"doc_flags": SetOf([Status("deprecated")]), "replaced_by": f"`{self.replaced_by}`"}
+        return docs | {"arguments": arguments(self.usage, self.specs())}
 
 
 NO_KEYS = (0, 0, 0)
@@ -87,18 +128,25 @@ NO_KEYS = (0, 0, 0)
 
 def command(name: str, handler: Handler, *, arity: int, group: str, summary: str, usage: str,
             flags: tuple[str, ...] = (), keys: tuple[int, int, int] = NO_KEYS, after_relays: bool = False,
-            ai: bool = False) -> CommandSpec:
+            ai: bool = False, key_specs: tuple[KeySpecRow, ...] = (), find_keys: KeyFinder | None = None,
+            complexity: str = "", since: str = "", replaced_by: str = "") -> CommandSpec:
     """One table row, by keyword: ten positional fields read as a row of numbers, so a row written with
-    this names each of them (``keys`` is Redis's (first, last, step) of the key arguments; ``NO_KEYS``: none).
+    this names each of them (``keys`` is Redis's (first, last, step) of the key arguments; ``NO_KEYS``: none;
+    ``key_specs`` Redis 7's, server/commands/keyspecs.py; ``find_keys`` the command's own key finder,
+    server/commands/getkeys.py; ``replaced_by`` marks a deprecated command).
     """
     first_key, last_key, step = keys
     return CommandSpec(name, handler, arity, flags, first_key, last_key, step, group, summary, usage,
-                       after_relays=after_relays, ai=ai)
+                       after_relays=after_relays, ai=ai, key_specs=key_specs, find_keys=find_keys,
+                       complexity=complexity, since=since, replaced_by=replaced_by)
 
 
 def ai_command(name: str, handler: Handler, *, flags: tuple[str, ...], summary: str, usage: str,
-               keys: tuple[int, int, int] = NO_KEYS, after_relays: bool = False) -> CommandSpec:
-    """An AI.* row: group ``ai``, refused inside MULTI, and any arity (RedisAI checks the argument count itself,
-    with its own texts, so the table must not answer Redis's generic arity error first)."""
+               complexity: str, keys: tuple[int, int, int] = NO_KEYS, after_relays: bool = False,
+               key_specs: tuple[KeySpecRow, ...] = (), find_keys: KeyFinder | None = None, since: str = "",
+               replaced_by: str = "") -> CommandSpec:
+    """An AI.* row: group ``ai``, queued in MULTI by its MULTI form, and any arity (RedisAI checks the argument
+    count itself, with its own texts, so the table must not answer Redis's generic arity error first)."""
     return command(name, handler, arity=-1, group="ai", summary=summary, usage=usage, flags=flags, keys=keys,
-                   after_relays=after_relays, ai=True)
+                   after_relays=after_relays, ai=True, key_specs=key_specs, find_keys=find_keys,
+                   complexity=complexity, since=since, replaced_by=replaced_by)

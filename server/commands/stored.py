@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from backends.errors import AIError, wrong_arity
 from backends.objects import MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
 from server.protocol.reply import OK
-from server.store.atomic import DELETE_OBJECT, STATS_PREFIX
+from server.store.atomic import DELETE_OBJECT, RUN_INFO_FIELD, STATS_PREFIX, ScriptCall
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -17,15 +18,33 @@ if TYPE_CHECKING:
 log = logging.getLogger("redisai.commands")
 
 
+def log_stored(kind: str, key: bytes, backend: str, device: str, size: int, started: float) -> None:
+    """The notice line of a model or script stored (``started``: perf_counter before it was built)."""
+    if log.isEnabledFor(logging.INFO):
+        load_ms = round((time.perf_counter() - started) * 1000, 1)
+        log.info("%s stored", kind, extra={"fields": {"key": key, "backend": backend, "device": device,
+                                                      "size": size, "load_ms": load_ms}})
+
+
 async def delete_stored(client: Client, argv: list[bytes], marker: bytes, empty_msg: str) -> Any:
     """AI.MODELDEL / AI.SCRIPTDEL key: DEL restricted to the right kind of object; its stats go too."""
     if len(argv) != 2:
         raise wrong_arity(argv[0].decode(errors="replace"))
-    keyspace = client.keyspace()
-    if not await keyspace.run_script(DELETE_OBJECT, [argv[1], keyspace.stats_key(argv[1])], [marker]):  # at once
+    reply = await client.keyspace().run_script(*delete_call(client.keyspace(), argv[1], marker))  # at once
+    return deleted(client, argv[1], reply, empty_msg)
+
+
+def delete_call(keyspace: Keyspace, key: bytes, marker: bytes) -> ScriptCall:
+    """The check-and-delete of the object (of kind ``marker``) at ``key`` and its counters."""
+    return DELETE_OBJECT, [key, keyspace.stats_key(key)], [marker]
+
+
+def deleted(client: Client, key: bytes, reply: Any, empty_msg: str) -> Any:
+    """The answer to DELETE_OBJECT's ``reply`` (1: deleted, 0: nothing there); this process forgets the object."""
+    if not reply:
         raise AIError(empty_msg)
-    client.ctx.ai.stats.pop(argv[1], None)
-    client.ctx.metrics.forget(argv[1])
+    client.ctx.ai.stats.pop(key, None)
+    client.ctx.metrics.forget(key)
     return OK
 
 
@@ -37,22 +56,29 @@ async def scan_stored(client: Client, argv: list[bytes], marker: bytes) -> Any:
     if len(argv) != 1:
         raise wrong_arity(argv[0].decode(errors="replace"))
     log.warning("%s is experimental", argv[0].decode(errors="replace").upper())
-    keyspace = client.keyspace()
-    names = await _stats_names(keyspace)
-    tags = await keyspace.pipeline([(b"HMGET", name, MARKER_FIELD, b"tag") for name in names])
-    return [[name, found[1]] for name, found in zip(names, tags, strict=True)
-            if isinstance(found, list) and found[0] == marker]
+    return [[name, tag] for name, kind, tag in await _stored_objects(client.keyspace()) if kind == marker]
 
 
 async def count_stored(keyspace: Keyspace) -> tuple[int, int]:
-    """How many models and scripts this database holds (INFO ai_models / ai_scripts), from their counters in
-    the store and a check that each key still holds such an object: DEL, FLUSHDB or another server's
-    writes are followed, as in the scans."""
-    names = await _stats_names(keyspace)
-    markers = await keyspace.pipeline([(b"HGET", name, MARKER_FIELD) for name in names]) if names else []
-    return markers.count(MODEL_MARKER), markers.count(SCRIPT_MARKER)
+    """How many models and scripts this database holds (INFO ai_models / ai_scripts), as the scans find them:
+    DEL, FLUSHDB or another server's writes are followed."""
+    kinds = [kind for _name, kind, _tag in await _stored_objects(keyspace)]
+    return kinds.count(MODEL_MARKER), kinds.count(SCRIPT_MARKER)
 
 
-async def _stats_names(keyspace: Keyspace) -> list[bytes]:
-    """The object keys that have counters in this database (SCAN MATCH over the counters' prefix)."""
-    return [keyspace.object_of_stats(name) for name in await keyspace.scan(STATS_PREFIX + b"*")]
+async def _stored_objects(keyspace: Keyspace) -> list[tuple[bytes, bytes, bytes]]:
+    """(key, marker, tag) of every object with its own counters in this database: the counters' keys (SCAN
+    MATCH over their prefix), each kept only while its object's key holds an object with the same run-info id
+    (server/store/atomic.py) — so not after a DEL, expiry or flush of the object, nor once another object was
+    renamed onto its key. One round trip reads every object's marker, tag and id, and each counters' id."""
+    counters = await keyspace.scan(STATS_PREFIX + b"*")
+    names = [keyspace.object_of_stats(name) for name in counters]
+    reads: list[tuple[bytes, ...]] = []
+    for name, stats in zip(names, counters, strict=True):
+        reads += [(b"HMGET", name, MARKER_FIELD, b"tag", RUN_INFO_FIELD), (b"HGET", stats, RUN_INFO_FIELD)]
+    replies = await keyspace.pipeline(reads)
+    found = []
+    for name, fields, run_info in zip(names, replies[::2], replies[1::2], strict=True):
+        if isinstance(fields, list) and fields[0] is not None and fields[2] == run_info:
+            found.append((name, fields[0], fields[1] or b""))
+    return found

@@ -37,7 +37,6 @@ from backends.tensor_args import (
     tensorget_reply,
 )
 from server.protocol.reply import OK, Raw
-from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
     from server.commands.context import Client
@@ -56,7 +55,7 @@ async def cmd_tensorset(client: Client, argv: list[bytes]) -> Any:
     tensor = _tensor_or_error(argv)
     keyspace = client.keyspace()
     if isinstance(tensor, AIError):
-        await _check_tensor_or_missing(keyspace, argv[1])
+        check_tensor_or_missing(await keyspace.pipeline(tensor_probe(argv[1])))
         raise tensor
     await keyspace.set_tensors([argv[1]], [encode_tensor(tensor)], empty_is_free=False)  # checked and written at once
     return OK
@@ -69,9 +68,14 @@ def _tensor_or_error(argv: list[bytes]) -> Tensor | AIError:
         return exc
 
 
-async def _check_tensor_or_missing(keyspace: Keyspace, key: bytes) -> None:
-    """WRONGTYPE unless ``key`` is missing or holds a tensor (its first bytes are a tensor header)."""
-    exists, head = await keyspace.pipeline([(b"EXISTS", key), (b"GETRANGE", key, b"0", _PROBE_END)])
+def tensor_probe(key: bytes) -> list[tuple[bytes, ...]]:
+    """The reads ``check_tensor_or_missing`` needs: whether ``key`` exists, and its first bytes."""
+    return [(b"EXISTS", key), (b"GETRANGE", key, b"0", _PROBE_END)]
+
+
+def check_tensor_or_missing(replies: list[Any]) -> None:
+    """WRONGTYPE unless the key ``tensor_probe`` read is missing or holds a tensor (a tensor header)."""
+    exists, head = replies
     for reply in (exists, head):
         if isinstance(reply, AIError):
             raise reply  # the store's WRONGTYPE (a hash, a list …) has RedisAI's exact text
@@ -87,14 +91,30 @@ async def cmd_tensorget(client: Client, argv: list[bytes]) -> Any:
     """
     if not 2 <= len(argv) <= 4:
         raise wrong_arity(argv[0].decode(errors="replace"))
-    fmt = _format_or_error(argv)
+    fmt = format_or_error(argv)
     keyspace = client.keyspace()
-    if isinstance(fmt, AIError) or (fmt.meta and not fmt.blob and not fmt.values):
-        dtype, shape = await _read_meta(keyspace, argv[1])
-        if isinstance(fmt, AIError):
-            raise fmt
-        return meta_reply(dtype, shape)
-    raw = await keyspace.call(b"GET", argv[1])
+    if isinstance(fmt, AIError) or meta_only(fmt):  # a format error is answered once the key is known
+        return meta_answer(fmt, await keyspace.pipeline(meta_reads(argv[1])))
+    return tensor_answer(fmt, await keyspace.call(b"GET", argv[1]))
+
+
+def meta_only(fmt: TensorGetFormat) -> bool:
+    """``META`` alone: the header is read, not the data."""
+    return fmt.meta and not fmt.blob and not fmt.values
+
+
+def meta_answer(fmt: TensorGetFormat | AIError, replies: list[Any]) -> Any:
+    """AI.TENSORGET's reply from the ``meta_reads`` replies: the key's error, else the format's, else META."""
+    dtype, shape = meta_of(replies)
+    if isinstance(fmt, AIError):
+        raise fmt
+    return meta_reply(dtype, shape)
+
+
+def tensor_answer(fmt: TensorGetFormat, raw: Any) -> Any:
+    """AI.TENSORGET's reply from the GET of the key (an error value is raised as it is)."""
+    if isinstance(raw, AIError):
+        raise raw
     if raw is None:
         raise AIError(msgs.TENSOR_KEY_EMPTY_MSG)
     if fmt.meta and fmt.blob:
@@ -121,17 +141,21 @@ def meta_blob_reply(raw: bytes) -> Raw | None:
     return Raw(b"".join((head, memoryview(raw)[header.data_offset:], b"\r\n")))
 
 
-def _format_or_error(argv: list[bytes]) -> TensorGetFormat | AIError:
+def format_or_error(argv: list[bytes]) -> TensorGetFormat | AIError:
     try:
         return tensorget_format(argv)
     except AIError as exc:
         return exc
 
 
-async def _read_meta(keyspace: Keyspace, key: bytes) -> tuple[str, tuple[int, ...]]:
-    """dtype and shape of the tensor at ``key`` from its header and length, without reading its data."""
-    exists, head, length = await keyspace.pipeline(
-        [(b"EXISTS", key), (b"GETRANGE", key, b"0", _META_PROBE_END), (b"STRLEN", key)])
+def meta_reads(key: bytes) -> list[tuple[bytes, ...]]:
+    """What ``meta_of`` needs: whether ``key`` exists, its header's bytes and its length — never its data."""
+    return [(b"EXISTS", key), (b"GETRANGE", key, b"0", _META_PROBE_END), (b"STRLEN", key)]
+
+
+def meta_of(replies: list[Any]) -> tuple[str, tuple[int, ...]]:
+    """dtype and shape of the tensor ``meta_reads`` read, from its header and length."""
+    exists, head, length = replies
     for reply in (exists, head, length):
         if isinstance(reply, AIError):
             raise reply

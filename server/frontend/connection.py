@@ -39,6 +39,7 @@ from server.frontend.eager import Cancellable, drive
 from server.frontend.multi import Transaction
 from server.frontend.relay import Relay
 from server.frontend.replies import ReplyQueue, failure_reply
+from server.ops.logs import VERBOSE
 from server.ops.stats import CommandStat
 from server.protocol.reply import encode
 from server.protocol.request import RequestParser
@@ -97,6 +98,9 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             self.transport.close()
             return
         self.ctx.clients[self.state.id] = self
+        if log.isEnabledFor(VERBOSE):
+            log.log(VERBOSE, "client connected", extra={"fields": {"id": self.state.id, "addr": self.state.addr,
+                                                                   "laddr": self.state.laddr}})
 
     def data_received(self, data: bytes) -> None:
         if self._closed or self._close_after_reply or self._protocol_broken:
@@ -121,7 +125,9 @@ class ClientConnection(asyncio.Protocol, SessionSink):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
-        self.ctx.clients.pop(self.state.id, None)
+        if self.ctx.clients.pop(self.state.id, None) is not None and log.isEnabledFor(VERBOSE):
+            log.log(VERBOSE, "client disconnected", extra={"fields": {"id": self.state.id, "addr": self.state.addr,
+                                                                      "reason": str(exc) if exc else "closed"}})
         self.backlog.clear()
         self.relay.drop_session()
         if self._task is not None:
@@ -278,7 +284,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             return self.relay.route(argv)
         if self.state.in_multi and spec.name not in ("QUIT", "RESET"):
             try:
-                return self.transaction.queue(argv, spec)
+                return self.transaction.queue(self, argv, spec)
             except AIError:
                 self.relay.poison_transaction()
                 raise

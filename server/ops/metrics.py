@@ -2,7 +2,8 @@
 
 ``ServerContext.metrics`` is a ``Metrics``. With ``--metrics-port`` 0 (the default) it is this do-nothing
 base class and prometheus_client is never imported; with a port, ``make_metrics`` (server/app.py) imports
-``server.ops.prometheus`` lazily and returns its ``PrometheusMetrics``, which serves ``/metrics`` on that port.
+``server.ops.prometheus`` lazily and returns its ``PrometheusMetrics``, whose ``scrape`` the HTTP endpoint of that
+port serves at ``/metrics`` (server/ops/http.py, beside ``/healthz`` and ``/readyz``).
 
 Hooks (cheap, safe to call from any thread):
 
@@ -21,7 +22,10 @@ if TYPE_CHECKING:
     from dag.runinfo import StepResult
     from server.ai.state import AIState, RunStats
     from server.config import Config
+    from server.ops.banner import StoreVersion
     from server.ops.stats import Stats
+    from server.store.keyspace import Keyspace
+    from server.store.session import Store
 
 
 class ObservedServer(Protocol):
@@ -31,9 +35,14 @@ class ObservedServer(Protocol):
     config: Config
     ai: AIState
     stats: Stats
+    store: Store
+    store_version: StoreVersion
+    shutting_down: bool
 
     @property
     def clients(self) -> Sized: ...
+
+    def keyspace(self, db: int) -> Keyspace: ...
 
 
 class Metrics:
@@ -41,6 +50,7 @@ class Metrics:
 
     enabled = False
     port = 0
+    content_type = "text/plain; charset=utf-8"
 
     def observe_batch(self, key: bytes, size: int, device: str) -> None:
         """One batched run of model ``key`` on ``device`` that merged ``size`` requests."""
@@ -51,8 +61,6 @@ class Metrics:
     def forget(self, key: bytes) -> None:
         """The model or script ``key`` was deleted or re-stored: drop its series (bounded label sets)."""
 
-    async def start(self) -> None:
-        """Open the HTTP listener (nothing to do when off)."""
-
-    async def stop(self) -> None:
-        """Close the HTTP listener (nothing to do when off)."""
+    def scrape(self) -> bytes:
+        """The exposition text of ``/metrics`` (nothing when off)."""
+        return b""

@@ -5,35 +5,44 @@ registry, so two servers in one process never share counters). State the event l
 time and errors of our commands (``ctx.stats.commands``), connected clients, device queues, run totals — is
 read at scrape time by a collector, so the request path pays nothing for it. What only exists at the
 moment it happens — run latencies and batch sizes — goes into histograms through the hooks of
-``server.metrics.Metrics``.
+``server.ops.metrics.Metrics``. The process's own series (``process_cpu_seconds_total``, resident and virtual
+memory, open fds, start time) come from prometheus_client's ProcessCollector, and ``redisai_build_info`` says
+which server, RedisAI command set, Python and store answer.
 
-The endpoint is a minimal HTTP/1.1 handler on the server's own event loop (``GET /metrics``), so the
-collector reads loop-owned state from the loop thread; it is closed at shutdown with the other listeners.
+With ``--metrics-key-label no`` the run and batch series have no ``key`` label: one series per type and device
+however many models a client stores under generated names.
+
+``scrape`` is served by the HTTP endpoint (server/ops/http.py) on the server's own event loop, so the collector
+reads loop-owned state from the loop thread.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
+import platform
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from server.config import REDISAI_COMPAT_VERSION, VERSION
 from server.ops.metrics import Metrics, ObservedServer
 
 if TYPE_CHECKING:
     from dag.runinfo import StepResult
     from server.ai.state import RunStats
 
-log = logging.getLogger("redisai.metrics")
-
 RUN_SECONDS_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
                        5.0, 10.0)
 BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-REQUEST_READ_TIMEOUT = 10.0
 
 
 def _label(key: bytes) -> str:
@@ -41,36 +50,44 @@ def _label(key: bytes) -> str:
 
 
 class PrometheusMetrics(Metrics):
-    """Metrics on: histograms fed by the hooks, a collector over the server's state, and the HTTP endpoint."""
+    """Metrics on: histograms fed by the hooks, the process's series, and a collector over the server's state."""
 
     enabled = True
+    content_type = CONTENT_TYPE_LATEST
 
     def __init__(self, ctx: ObservedServer) -> None:
         self.ctx = ctx
+        self.keyed = ctx.config.metrics_key_label
+        key = ["key"] if self.keyed else []
         self.registry = CollectorRegistry(auto_describe=True)
         self.run_seconds = Histogram("redisai_run_duration_seconds", "Execution time of model and script ops.",
-                                     ["key", "type", "device"], registry=self.registry, buckets=RUN_SECONDS_BUCKETS)
+                                     [*key, "type", "device"], registry=self.registry, buckets=RUN_SECONDS_BUCKETS)
         self.run_failures = Counter("redisai_run_failures", "Model and script ops that failed while running.",
-                                    ["key", "type", "device"], registry=self.registry)
+                                    [*key, "type", "device"], registry=self.registry)
         self.batch_size = Histogram("redisai_batch_size", "Requests merged into one batched model run.",
-                                    ["key", "device"], registry=self.registry, buckets=BATCH_SIZE_BUCKETS)
+                                    [*key, "device"], registry=self.registry, buckets=BATCH_SIZE_BUCKETS)
+        ProcessCollector(registry=self.registry)
         self.registry.register(StateCollector(ctx))
-        self._listeners: list[asyncio.Server] = []
         self._seen: dict[bytes, set[tuple[str, str, str]]] = {}  # key -> the label sets it has used
         self.port = ctx.config.metrics_port
         ctx.ai.on_run = self.observe_run
 
+    def _key(self, key: bytes) -> tuple[str, ...]:
+        return (_label(key),) if self.keyed else ()
+
     def observe_batch(self, key: bytes, size: int, device: str) -> None:
-        self._seen.setdefault(key, set()).add(("batch", device, ""))
-        self.batch_size.labels(_label(key), device).observe(size)
+        if self.keyed:
+            self._seen.setdefault(key, set()).add(("batch", device, ""))
+        self.batch_size.labels(*self._key(key), device).observe(size)
 
     def observe_run(self, key: bytes, stats: RunStats | None, result: StepResult) -> None:
         kind, device = (stats.kind, stats.device.upper()) if stats is not None else ("", "")
-        self._seen.setdefault(key, set()).add(("run", device, kind))
+        if self.keyed:
+            self._seen.setdefault(key, set()).add(("run", device, kind))
         if result.ok:
-            self.run_seconds.labels(_label(key), kind, device).observe(result.duration_us / 1_000_000)
+            self.run_seconds.labels(*self._key(key), kind, device).observe(result.duration_us / 1_000_000)
         else:
-            self.run_failures.labels(_label(key), kind, device).inc()
+            self.run_failures.labels(*self._key(key), kind, device).inc()
 
     def forget(self, key: bytes) -> None:
         """Drop every series of ``key`` (deleted or re-stored), so label sets stay bounded by live keys."""
@@ -87,42 +104,6 @@ class PrometheusMetrics(Metrics):
     def scrape(self) -> bytes:
         return generate_latest(self.registry)
 
-    async def start(self) -> None:
-        hosts = self.ctx.config.bind_addresses or ["127.0.0.1"]
-        for host in hosts:
-            self._listeners.append(await asyncio.start_server(self._handle, host, self.port, reuse_address=True))
-        log.info("metrics at http://%s:%d/metrics", hosts[0], self.port)
-
-    async def stop(self) -> None:
-        for listener in self._listeners:
-            listener.close()
-        for listener in self._listeners:
-            await listener.wait_closed()
-        self._listeners.clear()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """One request per connection: ``GET /metrics`` (or ``/``) → the exposition text; anything else → 404."""
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_READ_TIMEOUT)
-            writer.write(self._response(head.split(b"\r\n", 1)[0].split()))
-            await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    def _response(self, request_line: list[bytes]) -> bytes:
-        method, path = [*request_line, b"", b""][:2]
-        if method not in (b"GET", b"HEAD") or path.split(b"?", 1)[0] not in (b"/metrics", b"/"):
-            return _http(b"404 Not Found", b"text/plain; charset=utf-8", b"not found; try /metrics\n", method)
-        return _http(b"200 OK", CONTENT_TYPE_LATEST.encode(), self.scrape(), method)
-
-
-def _http(status: bytes, content_type: bytes, body: bytes, method: bytes) -> bytes:
-    head = b"HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % (
-        status, content_type, len(body))
-    return head if method == b"HEAD" else head + body
-
 
 class StateCollector(Collector):
     """Reads the server's own counters at scrape time (on the event-loop thread)."""
@@ -137,6 +118,16 @@ class StateCollector(Collector):
         yield CounterMetricFamily("redisai_runs", "Model and script ops run since start.", value=ai.runs)
         yield CounterMetricFamily("redisai_run_errors", "Model and script ops failed since start.", value=ai.run_errors)
         yield GaugeMetricFamily("redisai_connected_clients", "Client connections open.", value=len(self.ctx.clients))
+        yield self._build_info()
+
+    def _build_info(self) -> Metric:
+        info = GaugeMetricFamily("redisai_build_info", "Always 1: the server, RedisAI command set, Python and "
+                                 "store versions as labels.",
+                                 labels=["version", "redisai_version", "python_version", "store", "store_version"])
+        store = self.ctx.store_version
+        info.add_metric([VERSION, REDISAI_COMPAT_VERSION, platform.python_version(), store.name or "unknown",
+                         store.version or "unknown"], 1)
+        return info
 
     def _commands(self) -> Iterable[Metric]:
         requests = CounterMetricFamily("redisai_requests", "Calls of our commands.", labels=["command"])

@@ -30,6 +30,13 @@ class Push:
 
 
 @dataclass(frozen=True, slots=True)
+class SetOf:
+    """A RESP3 set (``~``) whose elements keep their order (COMMAND's flag lists); a plain array in RESP2."""
+
+    items: list[Any]
+
+
+@dataclass(frozen=True, slots=True)
 class Verbatim:
     """A RESP3 verbatim string (``=len\\r\\ntxt:...``), a bulk string in RESP2."""
 
@@ -109,8 +116,9 @@ def _encode_rare(value: Any, proto: int, out: list[bytes]) -> None:
         out.append((b"~%d\r\n" if proto == 3 else b"*%d\r\n") % len(value))
         for item in value:
             _encode_into(item, proto, out)
-    elif isinstance(value, Push):
-        out.append((b">%d\r\n" if proto == 3 else b"*%d\r\n") % len(value.items))
+    elif isinstance(value, (Push, SetOf)):
+        marker = b">" if isinstance(value, Push) else b"~"
+        out.append((marker + b"%d\r\n" if proto == 3 else b"*%d\r\n") % len(value.items))
         for item in value.items:
             _encode_into(item, proto, out)
     elif isinstance(value, Verbatim):

@@ -13,10 +13,13 @@ both write: a model overwritten by a tensor, or the reverse. A script is atomic 
 from __future__ import annotations
 
 import hashlib
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from backends import errors as msgs
-from backends.objects import MARKER_FIELD
+from backends.objects import GRAPH_MARKER, MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
 from backends.tensor import DTYPES_BY_CODE, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_DIMS
 
 
@@ -101,15 +104,26 @@ local ours = kind == 'hash' and redis.call('HGET', KEYS[1], '{MARKER_FIELD.decod
 if kind ~= 'none' and not ours then return {_WRONGTYPE} end
 """
 
+RUN_INFO_FIELD = b"run_info"
+"""In an object's hash and in its counters' hash: the same random id, written by STORE_OBJECT. Counters are
+the object's only while the two agree: a key deleted behind our back leaves its counters, and another object
+renamed onto it later must not inherit them."""
+
 STORE_OBJECT = StoreScript("store_object", (_OBJECT_OR_FREE + f"""
 redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('HSET', KEYS[1], unpack(ARGV, 2))
-redis.call('HSET', KEYS[2], {_ZERO_STATS})
+redis.call('HSET', KEYS[1], '{RUN_INFO_FIELD.decode()}', ARGV[2], unpack(ARGV, 3))
+redis.call('HSET', KEYS[2], '{RUN_INFO_FIELD.decode()}', ARGV[2], {_ZERO_STATS})
 return redis.status_reply('OK')
 """).encode())
-"""KEYS[1]: the model or script key, KEYS[2]: its stats key; ARGV[1]: its marker (model / script); ARGV[2..]:
-the hash's fields and values. WRONGTYPE unless the key is missing or holds the same kind of object, which is
-then replaced whole, its AI.INFO counters starting again from zero."""
+"""KEYS[1]: the model or script key, KEYS[2]: its stats key; ARGV[1]: its marker (model / script); ARGV[2]: a
+fresh run-info id (``store_object_call``); ARGV[3..]: the hash's fields and values. WRONGTYPE unless the key is
+missing or holds the same kind of object, which is then replaced whole, its AI.INFO counters starting again
+from zero."""
+
+
+def store_object_call(key: bytes, counters: bytes, marker: bytes, fields: Sequence[bytes]) -> ScriptCall:
+    """The STORE_OBJECT call storing the object of kind ``marker`` at ``key`` (counters at ``counters``)."""
+    return STORE_OBJECT, [key, counters], [marker, os.urandom(8).hex().encode(), *fields]
 
 DELETE_OBJECT = StoreScript("delete_object", (_OBJECT_OR_FREE + """
 redis.call('DEL', KEYS[2])
@@ -136,4 +150,50 @@ def record_run_call(counters: bytes, calls: int, duration_us: int, samples: int,
     return RECORD_RUN, [counters], [str(n).encode() for n in (calls, duration_us, samples, errors)]
 
 
-SCRIPTS = (SET_TENSORS, STORE_OBJECT, DELETE_OBJECT, RECORD_RUN)
+_RUN_INFO_KINDS = ", ".join(f"['{marker.decode()}']=true" for marker in (MODEL_MARKER, SCRIPT_MARKER, GRAPH_MARKER))
+
+RESET_STATS = StoreScript("reset_stats", f"""
+local kinds = {{{_RUN_INFO_KINDS}}}
+local ours = redis.call('TYPE', KEYS[1])['ok'] == 'hash'
+ours = ours and kinds[redis.call('HGET', KEYS[1], '{MARKER_FIELD.decode()}')] and redis.call('EXISTS', KEYS[2]) == 1
+local id = '{RUN_INFO_FIELD.decode()}'
+ours = ours and redis.call('HGET', KEYS[1], id) == redis.call('HGET', KEYS[2], id)
+if not ours then return redis.error_reply('{msgs.INFO_NO_RUN_INFO_MSG}') end
+redis.call('HSET', KEYS[2], {_ZERO_STATS})
+return redis.status_reply('OK')
+""".encode())
+"""AI.INFO … RESETSTAT: KEYS[1] a model, script or graph, KEYS[2] its stats key. Zeroes the counters, or
+answers ``cannot find run info`` (nothing written) unless both are there, with one run-info id."""
+
+SCRIPTS = (SET_TENSORS, STORE_OBJECT, DELETE_OBJECT, RECORD_RUN, RESET_STATS)
+
+READS = StoreScript("reads", b"""
+local replies, i = {}, 1
+while i <= #ARGV do
+  local n = tonumber(ARGV[i])
+  replies[#replies + 1] = redis.pcall(unpack(ARGV, i + 1, i + n))
+  i = i + n + 1
+end
+return replies
+""")
+"""Several read commands run where a transaction stands (inside MULTI, at EXEC): ARGV holds each command as its
+argument count then its arguments; KEYS names the keys they read (so a cluster routes it). The reply is the
+list of their replies, errors as error values: what ``Keyspace.pipeline`` would have answered."""
+
+
+def tagged(script: StoreScript) -> StoreScript:
+    """``script`` answering ``{tag, reply}`` (an error reply stays an error), the tag being the last ARGV: the
+    form queued inside a client's MULTI, so the element of EXEC's reply that holds its answer can be found and
+    answered as the AI command would be (server/frontend/multi.py)."""
+    return StoreScript(script.name + "_tagged", b"local tag = table.remove(ARGV)\nlocal function body()\n"
+                       + script.source + b"\nend\nlocal reply = body()\n"
+                       b"if type(reply) == 'table' and reply.err then return reply end\nreturn {tag, reply}\n")
+
+
+TAGGED = MappingProxyType({script.name: tagged(script) for script in (*SCRIPTS, READS)})
+"""Every script's tagged form, by the script's name."""
+
+
+def read_call(keys: Sequence[bytes], commands: Sequence[Sequence[bytes]]) -> ScriptCall:
+    """The READS call running ``commands`` (which read ``keys``) in one step."""
+    return READS, list(keys), [part for command in commands for part in (str(len(command)).encode(), *command)]

@@ -54,6 +54,20 @@ def test_two_outputs_and_onnx(client: redis.Redis) -> None:
     assert _values(client, "c") == [b"4", b"6", b"4", b"6"]
 
 
+def test_onnx_string_outputs_are_the_strings_themselves(client: redis.Redis) -> None:
+    client.execute_command("AI.MODELSTORE", "strings", "ONNX", "CPU", "BLOB", models.onnx_string_identity())
+    client.execute_command("AI.TENSORSET", "x", "STRING", 3, "VALUES", "input11", "", "\u00e9t\u00e9")
+    assert client.execute_command("AI.MODELEXECUTE", "strings", "INPUTS", 1, "x", "OUTPUTS", 1, "y") == b"OK"
+    assert client.execute_command("AI.TENSORGET", "y", "VALUES") == [b"input11", b"", "\u00e9t\u00e9".encode()]
+    assert client.execute_command("AI.TENSORGET", "y", "BLOB") == "input11\0\0\u00e9t\u00e9\0".encode()
+    dag = client.execute_command("AI.DAGEXECUTE", "LOAD", 1, "x", "|>", "AI.MODELEXECUTE", "strings", "INPUTS", 1,
+                                 "x", "OUTPUTS", 1, "z", "|>", "AI.TENSORGET", "z", "VALUES")
+    assert dag == [b"OK", [b"input11", b"", "\u00e9t\u00e9".encode()]]
+    client.execute_command("AI.TENSORSET", "bad", "STRING", 1, "BLOB", b"\xff\xfe\0")
+    with pytest.raises(redis.ResponseError, match=r"^ONNX string tensors must hold UTF-8 text$"):
+        client.execute_command("AI.MODELEXECUTE", "strings", "INPUTS", 1, "bad", "OUTPUTS", 1, "y")
+
+
 def test_replacing_a_model_uses_the_new_one(server: RunningServer) -> None:
     conn = server.client()
     _set_ab(conn)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import subprocess
@@ -155,3 +156,72 @@ def test_deleted_models_leave_no_series_behind() -> None:
         assert 'key="gone"' in scrape()
         conn.execute_command("AI.MODELDEL", "gone")
         assert 'key="gone"' not in scrape()
+
+
+def _direct_store(server: RunningServer, store_url: str) -> redis.Redis:
+    """A client of the store itself (the embedded child's private socket, or the real Redis)."""
+    store = server.server.ctx.store
+    process = getattr(store, "process", None)
+    if process is not None:
+        return redis.Redis(unix_socket_path=process.socket_path)
+    return redis.Redis.from_url(store_url)
+
+
+def test_info_server_reports_the_stores_version_truthfully_and_ours(server: RunningServer, store_url: str) -> None:
+    theirs = _direct_store(server, store_url).info("server")
+    ours = server.client().info("server")
+    assert ours["redis_version"] == theirs["redis_version"]  # what the store behind us can do, as clients check it
+    assert ours["redisai_server_version"] == "0.1.0"
+    name = theirs.get("server_name", "redis")
+    assert ours["store_version"].startswith(f"{name} {theirs.get(f'{name}_version', theirs['redis_version'])}")
+    assert ours["process_id"] == os.getpid()  # this test process runs the server in a thread
+    hello = server.client(protocol=3).execute_command("HELLO", 3)
+    assert hello[b"version"] == str(theirs["redis_version"]).encode() and hello[b"redisai_server"] == b"0.1.0"
+
+
+def test_info_memory_shows_this_process_first_and_the_stores_under_its_own_names(server: RunningServer,
+                                                                                  store_url: str) -> None:
+    text = _raw_info(server, "memory")
+    lines = text.split("\r\n")
+    assert lines[0] == "# Memory" and lines[1].startswith("server_process_rss:")
+    memory = server.client().info("memory")
+    statm = Path("/proc/self/statm").read_text().split()
+    assert memory["server_process_rss"] > 0 and memory["server_process_peak_rss"] >= memory["server_process_rss"]
+    assert memory["server_process_virtual_memory"] > 0 and int(statm[0]) > 0
+    assert memory["server_process_id"] == os.getpid()
+    assert memory["used_memory"] > 0 and "maxmemory_policy" in memory  # the store's, named as Redis names them
+    assert memory["used_memory"] != memory["server_process_rss"]
+
+
+def test_metrics_have_process_series_and_build_info() -> None:
+    port = free_port()
+    with running_server(Config(port=0, metrics_port=port)) as server:
+        server.client().ping()
+        scraped = _scrape(port)
+        assert scraped[("process_resident_memory_bytes", _labels())] > 0
+        assert scraped[("process_virtual_memory_bytes", _labels())] > 0
+        assert scraped[("process_open_fds", _labels())] > 0
+        assert scraped[("process_cpu_seconds_total", _labels())] > 0
+        assert scraped[("process_start_time_seconds", _labels())] > 0
+        build = [labels for (name, labels) in scraped if name == "redisai_build_info"]
+        assert len(build) == 1
+        labels = dict(build[0])
+        assert labels["version"] == "0.1.0" and labels["redisai_version"] == "1.2.7" and labels["store"] == "valkey"
+        assert labels["store_version"] == server.server.ctx.store_version.version != ""
+
+
+def test_metrics_without_the_key_label_keep_one_series_per_type_and_device() -> None:
+    port = free_port()
+    with running_server(Config(port=0, metrics_port=port, metrics_key_label=False)) as server:
+        conn = server.client()
+        conn.execute_command("AI.TENSORSET", "a", "FLOAT", 1, "VALUES", 1)
+        for index in range(3):  # three dynamically named models
+            conn.execute_command("AI.MODELSTORE", f"m{index}", "TORCH", "CPU", "BLOB", models.torch_add())
+            conn.execute_command("AI.MODELEXECUTE", f"m{index}", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "b")
+        server.server.ctx.metrics.observe_batch(b"m0", 2, "CPU")
+        scraped = _scrape(port)
+        assert scraped[("redisai_run_duration_seconds_count", _labels(type="MODEL", device="CPU"))] == 3
+        assert scraped[("redisai_batch_size_count", _labels(device="CPU"))] == 1
+        assert not any(("key", name) in labels for (_, labels) in scraped for name in ("m0", "m1", "m2"))
+        conn.execute_command("AI.MODELDEL", "m0")  # nothing keyed to forget; the totals stay
+        assert _scrape(port)[("redisai_run_duration_seconds_count", _labels(type="MODEL", device="CPU"))] == 3

@@ -86,6 +86,30 @@ def test_error_replies_on_the_wire(server: RunningServer) -> None:
          b"+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*3\r\n"
          b"-ERR Cannot run RedisAI command within a transaction or a LUA script\r\n"
          b"-ERR Cannot run RedisAI command within a transaction or a LUA script\r\n"
-         b"-ERR AI.SCRIPTSTORE cannot be queued in MULTI by this server\r\n"),
+         b"-ERR wrong number of arguments for 'AI.SCRIPTSTORE' command\r\n"),  # its own error, at EXEC
     ):
         assert raw.call(request, expected) == expected
+
+
+def test_compile_errors_are_torchscripts_text_byte_for_byte(server: RunningServer) -> None:
+    """Every newline of TorchScript's message becomes a space, the last one too (``<--- HERE ``), as RedisAI's."""
+    raw = server.raw()
+    expected = b"-expected def but found 'return' here:   File \"<string>\", line 1 return 1 ~~~~~~ <--- HERE \r\n"
+    assert raw.call(b"AI.SCRIPTSTORE bad CPU ENTRY_POINTS 1 f SOURCE \"return 1\"\r\n", expected) == expected
+
+
+def test_empty_function_names_do_not_exist(server: RunningServer) -> None:
+    raw, client = server.raw(), server.client()
+    empty_entry_point = ("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", 1, "", "SOURCE", SCRIPT)
+    with pytest.raises(redis.ResponseError) as missing:
+        client.execute_command(*empty_entry_point)
+    assert str(missing.value) == "Function  does not exist in the given script."
+    assert client.exists("s") == 0
+    store_script(client, "s", SCRIPT, "bar")
+    client.execute_command("AI.TENSORSET", "t", *A_B)
+    for request in (b'AI.SCRIPTEXECUTE s "" INPUTS 1 t OUTPUTS 1 o\r\n', b'AI.SCRIPTRUN s "" INPUTS t OUTPUTS o\r\n'):
+        assert raw.call(request, b"-Function does not exist: \r\n") == b"-Function does not exist: \r\n"
+    expected = b"*1\r\n-Function does not exist: \r\n"
+    dag = b'AI.DAGEXECUTE LOAD 1 t |> AI.SCRIPTEXECUTE s "" INPUTS 1 t OUTPUTS 1 o\r\n'
+    assert raw.call(dag, expected) == expected
+    assert client.exists("o") == 0

@@ -49,6 +49,13 @@ except Exception as exc:
     assert "Function does not exist: nope" in str(exc), exc
 else:
     raise AssertionError("unknown function accepted")
+try:  # the redisai client's own test compares this text, trailing space included
+    con.scriptstore("test", "cpu", "return 1", "f")
+except Exception as exc:
+    expected = "expected def but found 'return' here:   File \"<string>\", line 1 return 1 ~~~~~~ <--- HERE "
+    assert str(exc) == expected, repr(str(exc))
+else:
+    raise AssertionError("a script that does not compile was stored")
 print("redisai client: scripts ok")
 '''
 

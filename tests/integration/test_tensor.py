@@ -227,11 +227,19 @@ def test_large_tensor_round_trip(client: redis.Redis) -> None:
     assert np.array_equal(np.frombuffer(reply[5], dtype="<f4").reshape(1024, 4096), array)
 
 
+def _one_key_spec(flags: bytes) -> bytes:
+    """Redis 7's key spec of a command whose one key is its first argument (RESP2)."""
+    return (b"*1\r\n*6\r\n$5\r\nflags\r\n" + flags + b"$12\r\nbegin_search\r\n*4\r\n$4\r\ntype\r\n$5\r\nindex\r\n"
+            b"$4\r\nspec\r\n*2\r\n$5\r\nindex\r\n:1\r\n$9\r\nfind_keys\r\n*4\r\n$4\r\ntype\r\n$5\r\nrange\r\n"
+            b"$4\r\nspec\r\n*6\r\n$7\r\nlastkey\r\n:0\r\n$7\r\nkeystep\r\n:1\r\n$5\r\nlimit\r\n:0\r\n")
+
+
 def test_command_table_entries(server: RunningServer) -> None:
     raw = server.raw()
     expected = (b"*2\r\n*10\r\n$12\r\nai.tensorset\r\n:-1\r\n*2\r\n+write\r\n+denyoom\r\n:1\r\n:1\r\n:1\r\n"
-                b"*1\r\n+@ai\r\n*0\r\n*0\r\n*0\r\n*10\r\n$12\r\nai.tensorget\r\n:-1\r\n*1\r\n+readonly\r\n"
-                b":1\r\n:1\r\n:1\r\n*1\r\n+@ai\r\n*0\r\n*0\r\n*0\r\n")
+                b"*1\r\n+@ai\r\n*0\r\n" + _one_key_spec(b"*2\r\n+OW\r\n+update\r\n") + b"*0\r\n"
+                b"*10\r\n$12\r\nai.tensorget\r\n:-1\r\n*1\r\n+readonly\r\n:1\r\n:1\r\n:1\r\n*1\r\n+@ai\r\n*0\r\n"
+                + _one_key_spec(b"*2\r\n+RO\r\n+access\r\n") + b"*0\r\n")
     assert raw.call(pack("COMMAND", "INFO", "AI.TENSORSET", "AI.TENSORGET"), expected) == expected
     expected = b"*1\r\n$1\r\nk\r\n"
     assert raw.call(pack("COMMAND", "GETKEYS", "AI.TENSORSET", "k", "FLOAT", 1), expected) == expected

@@ -24,6 +24,9 @@ class _SlowCache(HandleCache[str, str]):
             raise ValueError("cannot build")
         return f"{meta}:{payload.decode()}"
 
+    def describe(self, meta: str) -> tuple[str, str, str]:
+        return "model", "TEST", "CPU"
+
 
 async def _payload() -> bytes:
     return b"blob"
