@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dag.queues import DeviceQueue
+from dag.queues import LONGEST_WAIT_S, DeviceQueue
 from dag.runinfo import DeviceTicket, RunInfo, Step
 from dag.script_work import ScriptWork
 
@@ -155,7 +155,7 @@ class Watchdog:
                 if running or queued:
                     return running, queued
                 deadlines = [watched.deadline for watched in self._running] + [entry[0] for entry in self._queued]
-                self._cond.wait(min(deadlines) - now if deadlines else None)
+                self._cond.wait(min(min(deadlines) - now, LONGEST_WAIT_S) if deadlines else None)
             return None
 
     @staticmethod

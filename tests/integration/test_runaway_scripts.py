@@ -13,7 +13,7 @@ import redis
 import torch
 
 from server.config import Config
-from tests.models import torch_double
+from tests.models import torch_double, torch_slow
 from tests.support import RunningServer, free_port, running_server, server_process, wait_for_port, wait_until
 
 # Loops for ever; every 1000 rounds it calls the store, which is where a given-up run is stopped.
@@ -192,3 +192,20 @@ def test_a_process_with_a_thread_that_never_returns_still_shuts_down_cleanly() -
         assert proc.wait(60) == 0
         output = proc.stdout.read().decode() if proc.stdout else ""
         assert "ran past its deadline" in output and "exiting past 2 worker thread(s)" in output
+
+
+def test_the_longest_timeout_kills_neither_a_worker_nor_the_watchdog(server: RunningServer) -> None:
+    """Found by the fuzz: TIMEOUT 9223372036854775807 made a wait threading cannot represent; the watchdog and a
+    worker waiting for another device's output died of OverflowError, and that DAG was never answered."""
+    conn = server.client()
+    _store_spin(conn)
+    conn.execute_command("AI.MODELSTORE", "slow", "TORCH", "CPU:0", "BLOB", torch_slow())
+    conn.execute_command("AI.MODELSTORE", "double", "TORCH", "CPU:1", "BLOB", torch_double())
+    conn.execute_command("AI.TENSORSET", "big", "FLOAT", 128, 128, "BLOB", bytes(128 * 128 * 4))
+    reply = conn.execute_command("AI.DAGEXECUTE", "LOAD", 1, "big", "TIMEOUT", 2**63 - 1,
+                                 "|>", "AI.MODELEXECUTE", "slow", "INPUTS", 1, "big", "OUTPUTS", 1, "y",
+                                 "|>", "AI.MODELEXECUTE", "double", "INPUTS", 1, "y", "OUTPUTS", 1, "z",
+                                 "|>", "AI.TENSORGET", "z", "META")
+    assert reply == [b"OK", b"OK", [b"dtype", b"FLOAT", b"shape", [128, 128]]]
+    assert conn.execute_command("AI.MODELEXECUTE", "double", "INPUTS", 1, "x", "OUTPUTS", 1, "w") == b"OK"
+    assert _spin(conn, "TIMEOUT", 200) == b"TIMEDOUT"  # the watchdog is still there

@@ -8,7 +8,8 @@ import time
 from typing import Any
 
 from dag.manager import QueueManager
-from dag.runinfo import RunInfo, Step
+from dag.queues import LONGEST_WAIT_S, DeviceQueue
+from dag.runinfo import DeviceTicket, RunInfo, Step
 from tests.support import wait_until
 
 
@@ -72,3 +73,14 @@ def test_the_script_limit_applies_to_scripts_only() -> None:
     manager.watchdog.script_limit_ms = 0
     assert manager.watchdog.deadline_for(run, script_step, now) is None
     manager.close(5)
+
+
+def test_a_queue_never_asks_for_a_wait_threading_cannot_make() -> None:
+    """A ticket of a run with the longest TIMEOUT (2^63 - 1 ms) that waits for its inputs: the wait is capped."""
+    queue = DeviceQueue("CPU")
+    run = RunInfo([Step(0, "CPU", (0,), (1,), lambda inputs: inputs)], [None, None],
+                  deadline=time.monotonic() + (2**63 - 1) / 1000)
+    queue.items.append(DeviceTicket(run, "CPU", [0]))
+    with queue.cond:
+        tickets, wait = queue.take_locked(time.monotonic())
+    assert tickets == [] and wait == LONGEST_WAIT_S < threading.TIMEOUT_MAX
