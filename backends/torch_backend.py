@@ -60,7 +60,7 @@ class TorchModel(NamedModel):
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         use_intra_op_threads(self._intra_op_threads)  # on this worker thread (backends/torch_threads.py)
-        tensors = [torch.from_numpy(_writable(a)).to(self._device) for a in inputs]
+        tensors = [_torch_input(a).to(self._device) for a in inputs]
         try:
             with torch.inference_mode():
                 result = self._module(*tensors)
@@ -69,6 +69,14 @@ class TorchModel(NamedModel):
         except Exception as exc:
             raise AIError(msgs.BACKEND_ERROR_FMT.format(detail=one_line(exc))) from exc
         return [t.detach().to("cpu").contiguous().numpy() for t in _flatten(result)]
+
+
+def _torch_input(array: np.ndarray) -> torch.Tensor:
+    """A model input as a torch tensor; a STRING tensor (a numpy object array) answers ``ERR unsupported dtype``,
+    as scripts answer it (found by the fuzz: torch's own TypeError escaped the backend as an op failure)."""
+    if array.dtype == object:
+        raise AIError(msgs.TENSOR_UNSUPPORTED_DTYPE_MSG)
+    return torch.from_numpy(_writable(array))
 
 
 def _writable(array: np.ndarray) -> np.ndarray:

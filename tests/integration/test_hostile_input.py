@@ -6,6 +6,7 @@ import os
 import random
 import socket
 import struct
+import threading
 from collections import Counter
 
 import pytest
@@ -70,7 +71,11 @@ def test_script_keys_must_be_text(client: redis.Redis) -> None:
 AI_CASES = 5_000
 
 
-def test_random_ai_commands_get_proper_replies_and_a_witness_is_unaffected(server: RunningServer) -> None:
+def test_random_ai_commands_get_proper_replies_and_a_witness_is_unaffected(server: RunningServer,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Also: no thread of the server dies of an exception meanwhile (a worker or the watchdog)."""
+    died: list[str] = []
+    monkeypatch.setattr(threading, "excepthook", lambda hook: died.append(f"{hook.thread}: {hook.exc_value!r}"))
     rng = random.Random(16)
     conn, witness = server.client(), server.client()
     blobs = store_fixtures(conn)
@@ -85,6 +90,7 @@ def test_random_ai_commands_get_proper_replies_and_a_witness_is_unaffected(serve
             store_fixtures(conn)  # what the fuzz deleted or replaced comes back, so runs keep being tried
     check_witness(witness, AI_CASES)
     assert conn.ping() is True
+    assert died == []
     assert replies["reply"] > AI_CASES // 20 and replies["error"] > AI_CASES // 2, replies  # both paths exercised
 
 
@@ -151,3 +157,18 @@ def test_clients_dropped_mid_run_leave_no_threads_sessions_or_queued_work(server
     assert conn.execute_command(*DROPPED_REQUESTS[0]) == b"OK"
     conn.rpush("never", "job")
     assert conn.lrange("never", 0, -1) == [b"job"]  # no dropped BLPOP still waits for it
+
+
+def test_a_string_tensor_given_to_a_torch_model_is_an_unsupported_dtype(client: redis.Redis,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """Found by the fuzz: torch's TypeError escaped the backend (logged with a traceback, answered with Python's
+    text); now the same answer as a script gives, and nothing unexpected logged."""
+    client.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", models.torch_double())
+    client.execute_command("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", 2, "bump", "ident", "SOURCE", FUZZ_SCRIPT)
+    client.execute_command("AI.TENSORSET", "text", "STRING", 1, "VALUES", "a")
+    for command in (("AI.MODELEXECUTE", "m", "INPUTS", 1, "text", "OUTPUTS", 1, "out"),
+                    ("AI.SCRIPTEXECUTE", "s", "bump", "INPUTS", 1, "text", "OUTPUTS", 1, "out")):
+        with pytest.raises(redis.ResponseError, match=r"^unsupported dtype$"):
+            client.execute_command(*command)
+    assert client.exists("out") == 0
+    assert not [record for record in caplog.records if record.exc_info]
