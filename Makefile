@@ -17,7 +17,7 @@ COMPILED := build/.compiled
 # the sources of server/compiled.py's HOT_MODULES: a change to one rebuilds the compiled path
 HOT_SOURCES := $(shell sed -n 's/^    "\([a-z_.]*\)",$$/\1/p' server/compiled.py | tr . / | sed 's/$$/.py/')
 
-.PHONY: venv compile purge-compiled run test lint typecheck bench clean
+.PHONY: venv compile purge-compiled run test lint typecheck bench soak clean
 
 venv: $(STAMP)
 
@@ -74,6 +74,10 @@ bench: venv compile
 	$(BIN)/python -m bench.compiled_bench
 	$(BIN)/python -m bench.startup
 	$(BIN)/python -m bench.rss_bench
+
+# the long hostile-input and fault runs (bench/soak.py): 100k fuzz cases, 100 clients x 60 s, RSS, store restart
+soak: venv compile
+	$(BIN)/python -m bench.soak $(ARGS)
 
 clean:
 	rm -rf $(VENV) .clients .pytest_cache .mypy_cache .ruff_cache build

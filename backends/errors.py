@@ -349,6 +349,8 @@ SCRIPT_CALL_TIMEOUT_MSG = "ERR timed out waiting for the store"
 TENSOR_STRING_TOO_LARGE_MSG = "ERR STRING tensors are limited to {limit} elements by this server"
 SCRIPT_NON_UTF8_MSG = "ERR script KEYS and ARGS must be UTF-8 text on this server"
 SCRIPT_FORBIDDEN_OPS_FMT = "ERR script uses operations this server does not allow: {ops}"
+SCRIPT_RUN_ABANDONED_MSG = "ERR the script run timed out and was given up"
+CONFIG_SCRIPT_TIMEOUT_INVALID_MSG = "ERR SCRIPT_EXECUTION_TIMEOUT must be a non-negative integer (milliseconds)"
 
 # --- stored graphs (AI.GRAPHSTORE/GET/DEL/EXECUTE, AI._GRAPHSCAN; ours, docs/commands-graphs.md) ---------------------
 GRAPH_KEY_EMPTY_MSG = "ERR graph key is empty"

@@ -25,7 +25,7 @@ and a thread-local keeps concurrent runs on different workers and servers apart.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import torch
@@ -34,6 +34,7 @@ from backends import errors as msgs
 from backends.base import LoadedModel
 from backends.device import Device
 from backends.errors import AIError, one_line
+from backends.script_ops import refused_ops
 from backends.tensor import Tensor
 from backends.torch_backend import torch_device
 from backends.torch_threads import use_intra_op_threads
@@ -52,7 +53,7 @@ class ScriptHost(Protocol):
         ...
 
 
-_BINDING = threading.local()  # .host: ScriptHost | None, .error: str | None — see the module docstring
+_BINDING = threading.local()  # .host: ScriptHost | None, .error: str | None, .stop: Event | None — see the docstring
 
 
 def _fail(message: str) -> RuntimeError:
@@ -65,6 +66,9 @@ def _host() -> ScriptHost:
     host: ScriptHost | None = getattr(_BINDING, "host", None)
     if host is None:
         raise _fail(msgs.SCRIPT_CALL_OUTSIDE_RUN_MSG)
+    stop: threading.Event | None = getattr(_BINDING, "stop", None)
+    if stop is not None and stop.is_set():  # the run timed out and was given up: end the script here
+        raise _fail(msgs.SCRIPT_RUN_ABANDONED_MSG)
     return host
 
 
@@ -190,27 +194,10 @@ def _check_entry_point(unit: Any, name: str) -> None:
         raise AIError(msgs.ENTRY_POINT_TYPES_FMT.format(fn=name))
 
 
-# Ops that reach the server's file system: a script may compute, call Redis and models, nothing more.
-FORBIDDEN_OPS = frozenset({"aten::from_file"})
-
-
-def _node_kinds(block: Any) -> Iterator[str]:
-    for node in block.nodes():
-        yield node.kind()
-        for inner in node.blocks():
-            yield from _node_kinds(inner)
-
-
-def _refuse_file_access(unit: Any) -> None:
-    for function in unit.get_functions():
-        bad = sorted({kind for kind in _node_kinds(function.graph) if kind in FORBIDDEN_OPS})
-        if bad:
-            raise AIError(msgs.SCRIPT_FORBIDDEN_OPS_FMT.format(ops=", ".join(bad)))
-
-
-def compile_script(source: bytes, device: Device, entry_points: Sequence[str],
-                   intra_op_threads: int = 1) -> CompiledScript:
-    """Compile ``source`` for ``device`` and check its entry points (AI.SCRIPTSTORE steps 9-10).
+def compile_script(source: bytes, device: Device, entry_points: Sequence[str], intra_op_threads: int = 1,
+                   allow_ops: frozenset[str] = frozenset()) -> CompiledScript:
+    """Compile ``source`` for ``device``, check it uses only allowed ops (backends/script_ops.py, plus
+    ``allow_ops``) and check its entry points (AI.SCRIPTSTORE steps 9-10).
 
     Errors carry TorchScript's own text on one line, without ``ERR``, as RedisAI answers them.
     """
@@ -219,7 +206,9 @@ def compile_script(source: bytes, device: Device, entry_points: Sequence[str],
         unit.define(source.decode(errors="replace"), rcb=_resolve)
     except Exception as exc:
         raise AIError(one_line(exc)) from exc
-    _refuse_file_access(unit)
+    refused = refused_ops(unit.get_functions(), allow_ops)
+    if refused:
+        raise AIError(msgs.SCRIPT_FORBIDDEN_OPS_FMT.format(ops=", ".join(refused)))
     target = torch_device(device)
     for name in entry_points:
         _check_entry_point(unit, name)
@@ -280,9 +269,11 @@ class CompiledScript:
         return value if self.device.type == "cpu" else value.to(self.device)
 
     def run(self, function: str, inputs: Sequence[Tensor], *, entry_point: bool, keys: Sequence[bytes] = (),
-            args: Sequence[bytes] = (), n_outputs: int, host: ScriptHost | None = None) -> list[Tensor]:
+            args: Sequence[bytes] = (), n_outputs: int, host: ScriptHost | None = None,
+            stop: threading.Event | None = None) -> list[Tensor]:
         """Call ``function`` (entry-point convention when ``entry_point``, else positional) with ``host`` bound
-        for its redis/redisAI calls; the flattened outputs, on the CPU. Errors are ``AIError``s."""
+        for its redis/redisAI calls; the flattened outputs, on the CPU. Errors are ``AIError``s. Once ``stop`` is
+        set, the script's next redis/redisAI call raises (a run given up by the watchdog, dag/watchdog.py)."""
         compiled = _find_function(self._unit, function)
         if compiled is None:
             raise AIError(msgs.FUNCTION_MISSING_FMT.format(fn=function))
@@ -292,12 +283,12 @@ class CompiledScript:
             call_args: list[Any] = [tensors, [_c_text(raw) for raw in keys], [_c_text(raw) for raw in args]]
         else:
             call_args = _positional(compiled, function, tensors)
-        _BINDING.host, _BINDING.error = host, None
+        _BINDING.host, _BINDING.error, _BINDING.stop = host, None, stop
         try:
             with torch.inference_mode():
                 result = compiled(*call_args)
         except Exception as exc:
             raise AIError(_BINDING.error or one_line(exc)) from exc
         finally:
-            _BINDING.host = _BINDING.error = None
+            _BINDING.host = _BINDING.error = _BINDING.stop = None
         return [Tensor.from_torch(output) for output in _flatten(result, function, n_outputs)]

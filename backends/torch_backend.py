@@ -64,7 +64,7 @@ class TorchModel(NamedModel):
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         use_intra_op_threads(self._intra_op_threads)  # on this worker thread (backends/torch_threads.py)
-        tensors = [torch.from_numpy(_writable(a)) for a in inputs]
+        tensors = [_torch_input(a) for a in inputs]
         if not self._on_cpu:
             tensors = [tensor.to(self._device) for tensor in tensors]
         try:
@@ -77,6 +77,14 @@ class TorchModel(NamedModel):
         if self._on_cpu:  # inference-mode outputs need no detach()
             return [t.contiguous().numpy() for t in _flatten(result)]
         return [t.detach().to("cpu").contiguous().numpy() for t in _flatten(result)]
+
+
+def _torch_input(array: np.ndarray) -> torch.Tensor:
+    """A model input as a torch tensor; a STRING tensor (a numpy object array) answers ``ERR unsupported dtype``,
+    as scripts answer it (found by the fuzz: torch's own TypeError escaped the backend as an op failure)."""
+    if array.dtype == object:
+        raise AIError(msgs.TENSOR_UNSUPPORTED_DTYPE_MSG)
+    return torch.from_numpy(_writable(array))
 
 
 def _writable(array: np.ndarray) -> np.ndarray:

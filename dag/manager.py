@@ -10,17 +10,20 @@ import time
 
 from dag.queues import DeviceQueue
 from dag.runinfo import DeviceTicket, RunInfo, Step, make_tickets
+from dag.watchdog import Watchdog
 from dag.worker import Worker
 
 
 class QueueManager:
     """All device queues of one server and their workers; owned by the ServerContext."""
 
-    def __init__(self, threads_per_queue: int) -> None:
+    def __init__(self, threads_per_queue: int, script_limit_ms: int = 0) -> None:
         self.threads_per_queue = threads_per_queue
         self.queues: dict[str, DeviceQueue] = {}
+        self.watchdog = Watchdog(self._replace_worker, script_limit_ms)  # steps past their deadline
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self._started = 0  # worker threads started since start: each gets its own number
 
     def queue(self, name: str) -> DeviceQueue:
         """The queue for ``name`` (upper case), started with its workers on first use."""
@@ -30,12 +33,29 @@ class QueueManager:
         with self._lock:
             if name not in self.queues:
                 queue = DeviceQueue(name)
-                for number in range(self.threads_per_queue):
-                    thread = threading.Thread(target=Worker(queue).run, name=f"worker-{name}-{number}", daemon=True)
-                    thread.start()
-                    self._threads.append(thread)
+                for _ in range(self.threads_per_queue):
+                    self._start_worker(queue)
                 self.queues[name] = queue
             return self.queues[name]
+
+    def _start_worker(self, queue: DeviceQueue) -> None:
+        """(Call with ``_lock`` held.) One more worker thread on ``queue``."""
+        thread = threading.Thread(target=Worker(queue, self.watchdog).run, name=f"worker-{queue.name}-{self._started}",
+                                  daemon=True)
+        self._started += 1
+        thread.start()
+        self._threads.append(thread)
+
+    def _replace_worker(self, queue: DeviceQueue) -> None:
+        """The watchdog abandoned a worker of ``queue`` to a step that overran: a fresh thread serves the queue.
+        Threads that have ended are forgotten here (INFO ai_cpu lists the live ones)."""
+        with self._lock:
+            self._threads = [thread for thread in self._threads if thread.is_alive()]
+            self._start_worker(queue)
+
+    def worker_threads(self) -> int:
+        """Worker threads running now, abandoned ones still running their op included (INFO)."""
+        return sum(thread.is_alive() for thread in list(self._threads))
 
     def thread_cpu_seconds(self) -> list[tuple[str, list[float]]]:
         """CPU seconds of each worker thread, by device (INFO ai_cpu); a thread that has ended counts 0."""
@@ -51,23 +71,33 @@ class QueueManager:
         run.waiters = list({id(q): q for q in (self.queue(ticket.device) for ticket in tickets)}.values())
         for ticket in tickets:
             ticket.enqueued_at = time.monotonic()
-            self.queues[ticket.device].push_back(ticket)
+            queue = self.queues[ticket.device]
+            if run.deadline is not None:
+                self.watchdog.watch_queued(ticket, queue)
+            queue.push_back(ticket)
 
     def push_step(self, run: RunInfo, step: Step) -> None:
         """One ready step of a compiled graph as its own ticket at the tail of its device's queue (the caller
         counted it in the run's reference count)."""
         ticket = DeviceTicket(run, step.device, [step.index])
-        self.queue(step.device).push_back(ticket)
+        queue = self.queue(step.device)
+        if run.deadline is not None:
+            self.watchdog.watch_queued(ticket, queue)
+        queue.push_back(ticket)
 
     def close(self, timeout: float) -> None:
-        """Stop the workers once their queues are empty; wait up to ``timeout`` seconds for them."""
+        """Stop the workers once their queues are empty; wait up to ``timeout`` seconds for them (an abandoned
+        thread still running its op is not waited for: it may never end)."""
+        self.watchdog.close()
         for queue in list(self.queues.values()):
             with queue.cond:
                 queue.closed = True
                 queue.cond.notify_all()
         deadline = time.monotonic() + timeout
+        stuck = self.watchdog.stuck_threads()
         for thread in self._threads:
-            thread.join(max(deadline - time.monotonic(), 0.0))
+            if thread not in stuck:
+                thread.join(max(deadline - time.monotonic(), 0.0))
 
 
 def _thread_cpu(thread: threading.Thread) -> float:

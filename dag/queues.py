@@ -17,6 +17,9 @@ from dag.batching import WaitForBatch, select_batch
 from dag.runinfo import DeviceTicket
 
 RECENT_CALLS = 64
+# The longest a worker or the watchdog sleeps before it looks again: a TIMEOUT of 2^63 ms would otherwise be a wait
+# that threading cannot represent (OverflowError), and the thread waiting on it would die.
+LONGEST_WAIT_S = 3600.0
 
 
 @dataclass(eq=False)
@@ -62,7 +65,7 @@ class DeviceQueue:
                 wake = decision if wake is None or (decision is not None and decision < wake) else wake
             if wake is not None and (earliest is None or wake < earliest):
                 earliest = wake
-        return [], (max(earliest - now, 0.0) + 0.0005 if earliest is not None else None)
+        return [], (min(max(earliest - now, 0.0) + 0.0005, LONGEST_WAIT_S) if earliest is not None else None)
 
     def _batch_from(self, position: int, now: float) -> list[DeviceTicket] | float | None:
         """Run the ticket at ``position`` with partners behind it (removed and returned), or wait (the time

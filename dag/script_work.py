@@ -7,6 +7,7 @@ compiled script and the host come from the server layer (server/commands/script.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +34,12 @@ class ScriptWork:
         self.keys = tuple(keys)
         self.args = tuple(args)
         self.host = host
+        self.stop = threading.Event()
 
     def __call__(self, inputs: list[Any]) -> list[Any]:
         return self.script.run(self.function, inputs, entry_point=self.entry_point, keys=self.keys, args=self.args,
-                               n_outputs=self.n_outputs, host=self.host)
+                               n_outputs=self.n_outputs, host=self.host, stop=self.stop)
+
+    def interrupt(self) -> None:
+        """The run was given up (dag/watchdog.py): the script's next redis/redisAI call raises, ending it."""
+        self.stop.set()

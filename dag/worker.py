@@ -9,21 +9,24 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from backends import errors as msgs
 from backends.batching import concat_inputs, split_outputs
 from backends.errors import AIError
 from dag.queues import DeviceQueue
 from dag.runinfo import DeviceTicket, RunInfo, Step
+from dag.watchdog import Abandoned, Watchdog
 
 log = logging.getLogger("redisai.worker")
 
 
 class Worker:
-    """One thread's loop over one device queue."""
+    """One thread's loop over one device queue; ``watchdog`` times the steps that have a deadline."""
 
-    def __init__(self, queue: DeviceQueue) -> None:
+    def __init__(self, queue: DeviceQueue, watchdog: Watchdog) -> None:
         self.queue = queue
+        self.watchdog = watchdog
 
     def run(self) -> None:
         while tickets := self._next_work():
@@ -32,6 +35,9 @@ class Worker:
                     self._step(tickets[0])
                 else:
                     self._batched_step(tickets)
+            except Abandoned:  # a fresh thread took this queue over while the step ran past its deadline
+                log.warning("an abandoned worker thread of %s finished its op; the thread ends", self.queue.name)
+                return
             except Exception:  # defensive: the loop itself must survive anything
                 log.exception("worker %s failed on a ticket", self.queue.name)
                 for ticket in tickets:
@@ -110,7 +116,13 @@ class Worker:
         if step.work is None:
             run.record_success(step, (), 0)
             return
-        self._count(execute_step(run, step, self.queue.name))
+        watchdog = self.watchdog
+        deadline = watchdog.deadline_for(run, step, time.monotonic())
+        if deadline is None:
+            self._count(execute_step(run, step, self.queue.name))
+            return
+        watched = watchdog.watch(ticket, self.queue, deadline)
+        self._count(execute_step(run, step, self.queue.name, settle=lambda: watchdog.settle(watched)))
 
     def _wake_other_devices(self, run: RunInfo) -> None:
         """A step's outputs may be what tickets elsewhere wait for (on other devices, or on this one when
@@ -125,22 +137,30 @@ class Worker:
             run.on_done(run)
 
 
-def execute_step(run: RunInfo, step: Step, device: str, cpu: bool = True) -> float:
+def execute_step(run: RunInfo, step: Step, device: str, cpu: bool = True,
+                 settle: Callable[[], bool] | None = None) -> float:
     """Run ``step`` (which has work) on the calling thread and record how it ended; the seconds it took.
 
     Also records the op's CPU time on this thread (``cpu``), which dag/inline.py uses to tell a small op from
     a big one (wall time on a worker includes waiting for the GIL); a graph run inline measures its whole run
-    instead."""
+    instead. ``settle`` (a watched step, dag/watchdog.py) is asked before anything is recorded: False means the
+    run was given up meanwhile, and ``Abandoned`` is raised instead."""
     inputs = [run.slots[i] for i in step.inputs]
     started, cpu_started = time.perf_counter(), time.thread_time_ns() if cpu else 0
     assert step.work is not None
+    outputs: list[object] = []
+    error: AIError | None = None
     try:
         outputs = step.work(inputs)
     except AIError as exc:
-        run.record_failure(step, exc, _micros_since(started))
+        error = exc
     except Exception as exc:
         log.exception("op %d on %s raised", step.index, device)
-        run.record_failure(step, _op_failed(exc), _micros_since(started))
+        error = _op_failed(exc)
+    if settle is not None and not settle():
+        raise Abandoned
+    if error is not None:
+        run.record_failure(step, error, _micros_since(started))
     else:
         run.record_success(step, outputs, _micros_since(started))
     if cpu:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -62,15 +63,33 @@ def serve(config: Config) -> int:
     except ImportError:
         logging.getLogger("redisai.server").info("uvloop not installed; using the asyncio event loop")
     tune_garbage_collector()
+    server: Server | None = None
     try:
+        server = Server(config)
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            runner.run(Server(config).serve())
+            runner.run(server.serve())
     except (OSError, AIError) as exc:  # a port in use, an unreachable or refusing backing Redis
         print(f"redisai-server: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        return 0
+        pass
+    if server is not None:
+        _leave_stuck_threads(server)
     return 0
+
+
+def _leave_stuck_threads(server: Server) -> None:
+    """A worker thread abandoned to a script that never returns (dag/watchdog.py) would still be running inside
+    TorchScript when the interpreter tears down, and torch then aborts the process (SIGABRT). Everything is
+    already shut down and flushed by now, so such a process leaves at once, with status 0."""
+    stuck = server.ctx.ai.queues.watchdog.stuck
+    if stuck:
+        logging.getLogger("redisai.server").warning("exiting past %d worker thread(s) still running an abandoned op",
+                                                    stuck)
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":

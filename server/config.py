@@ -104,6 +104,16 @@ def _node_list(text: str) -> str:
     return " ".join(nodes)
 
 
+def _op_names(text: str) -> str:
+    """namespace::name[,namespace::name…] (ops scripts may use besides the allow-list), space-separated."""
+    names = text.replace(",", " ").split()
+    for name in names:
+        namespace, _, op = name.partition("::")
+        if not namespace or not op or "::" in op:
+            raise ValueError(f"'{name}' is not namespace::name")
+    return " ".join(names)
+
+
 OPTIONS: tuple[Option, ...] = (
     Option("bind", _text, "127.0.0.1",
            "Addresses to listen on, space separated (like redis-server's bind); empty = no TCP."),
@@ -141,6 +151,13 @@ OPTIONS: tuple[Option, ...] = (
            "device is idle, skipping the hand-off to a worker (dag/inline.py); 0 = always use the workers."),
     Option("model-execution-timeout", _non_negative_int, 0,
            "Milliseconds an ONNX run may take before it is stopped (MODEL_EXECUTION_TIMEOUT); 0 = no limit."),
+    Option("script-execution-timeout", _non_negative_int, 60_000,
+           "Milliseconds one script op may run on a worker before it is answered TIMEDOUT and its worker thread "
+           "is abandoned to it (a fresh one serves the queue); applies to runs without TIMEOUT too; 0 = no limit. "
+           "Also AI.CONFIG SCRIPT_EXECUTION_TIMEOUT."),
+    Option("script-allow-ops", _op_names, "",
+           "Operators scripts may call besides the built-in allow-list (backends/script_ops.py), as "
+           "namespace::name, comma separated: a deployment's own custom ops. Empty (the default): none."),
     Option("model-chunk-size", _positive_int, 511 * 1024 * 1024,
            "Bytes per chunk when AI.MODELGET returns a model blob (MODEL_CHUNK_SIZE)."),
     Option("backends-path", _text, "", "Base directory for relative AI.CONFIG LOADBACKEND paths (BACKENDSPATH); "
@@ -180,6 +197,8 @@ class Config:
     inter_op_parallelism: int = 0
     inline_op_us: int = 200
     model_execution_timeout: int = 0
+    script_execution_timeout: int = 60_000
+    script_allow_ops: str = ""
     model_chunk_size: int = 511 * 1024 * 1024
     backends_path: str = ""
     backend_memory_limit: int = 0

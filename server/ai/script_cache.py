@@ -28,14 +28,15 @@ CacheKey = tuple[str, str]
 T = TypeVar("T")
 
 
-def compile_now(source: bytes, device: Device, entry_points: Sequence[str],
-                intra_op_threads: int = 1) -> CompiledScript:
-    """Compile on the calling thread (a worker thread: see ``ScriptCache.compile``)."""
+def compile_now(source: bytes, device: Device, entry_points: Sequence[str], intra_op_threads: int = 1,
+                allow_ops: frozenset[str] = frozenset()) -> CompiledScript:
+    """Compile on the calling thread (a worker thread: see ``ScriptCache.compile``); ``allow_ops``: ops allowed
+    besides the built-in list (--script-allow-ops)."""
     try:
         from backends import script_backend
     except ImportError as exc:
         raise AIError(msgs.COULD_NOT_LOAD_BACKEND_MSG) from exc
-    return script_backend.compile_script(source, device, entry_points, intra_op_threads)
+    return script_backend.compile_script(source, device, entry_points, intra_op_threads, allow_ops)
 
 
 COMPILE_STACK_BYTES = 512 * 1024 * 1024
@@ -68,9 +69,11 @@ def on_big_stack(fn: Callable[..., T], *args: Any) -> T:
 class ScriptCache(HandleCache[ScriptMeta, "CompiledScript"]):
     """Compiled scripts by (device queue, source digest) — see server/ai/handle_cache.py."""
 
-    def __init__(self, capacity: int = SCRIPT_CACHE_CAPACITY, intra_op_threads: int = 1) -> None:
+    def __init__(self, capacity: int = SCRIPT_CACHE_CAPACITY, intra_op_threads: int = 1,
+                 allow_ops: frozenset[str] = frozenset()) -> None:
         super().__init__(capacity)
         self._intra_op_threads = intra_op_threads
+        self._allow_ops = allow_ops
 
     def cache_key(self, meta: ScriptMeta) -> CacheKey:
         return meta.device.queue_name, meta.digest
@@ -84,4 +87,4 @@ class ScriptCache(HandleCache[ScriptMeta, "CompiledScript"]):
     async def compile(self, source: bytes, device: Device, entry_points: Sequence[str]) -> CompiledScript:
         """Compile ``source`` in a worker thread (checking its entry points), without caching it."""
         return await asyncio.to_thread(on_big_stack, compile_now, source, device, tuple(entry_points),
-                                       self._intra_op_threads)
+                                       self._intra_op_threads, self._allow_ops)

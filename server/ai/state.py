@@ -35,6 +35,7 @@ class AISettings:
     execution_timeout_ms: int
     backends_path: str = ""
     backend_memory_limit: int = 0
+    script_allow_ops: frozenset[str] = frozenset()  # --script-allow-ops (backends/script_ops.py)
 
     def runtime_options(self) -> RuntimeOptions:
         """INTRA_OP_PARALLELISM 0 (the default) means one thread inside each op, per worker thread."""
@@ -125,7 +126,8 @@ class AIState:
 
     def __post_init__(self) -> None:
         self.models = ModelCache(self.backends, self.settings)
-        self.scripts = ScriptCache(intra_op_threads=self.settings.runtime_options().intra_op_threads)
+        self.scripts = ScriptCache(intra_op_threads=self.settings.runtime_options().intra_op_threads,
+                                   allow_ops=self.settings.script_allow_ops)
 
     def record(self, key: bytes, result: StepResult, samples: int,
                counters_at: Callable[[bytes], bytes] = stats_key) -> list[ScriptCall]:
@@ -179,6 +181,6 @@ class AIState:
     def from_config(cls, config: Config) -> AIState:
         settings = AISettings(config.model_chunk_size, config.intra_op_parallelism, config.inter_op_parallelism,
                               config.model_execution_timeout, config.backends_path or default_backends_path(),
-                              config.backend_memory_limit)
+                              config.backend_memory_limit, frozenset(config.script_allow_ops.split()))
         inline = InlinePolicy(config.inline_op_us if settings.runtime_options().intra_op_threads == 1 else 0)
-        return cls(settings, QueueManager(config.threads_per_queue), inline)
+        return cls(settings, QueueManager(config.threads_per_queue, config.script_execution_timeout), inline)

@@ -3,12 +3,15 @@
     AI.CONFIG BACKENDSPATH <path>
     AI.CONFIG LOADBACKEND <TF|TFLITE|TORCH|ONNX> <path>
     AI.CONFIG MODEL_CHUNK_SIZE <bytes>
+    AI.CONFIG SCRIPT_EXECUTION_TIMEOUT <ms>   (ours)
     AI.CONFIG GET <name>
 
 Grammar, replies and error texts are RedisAI 1.2.7's. THREADS_PER_QUEUE, INTER_OP_PARALLELISM,
 INTRA_OP_PARALLELISM, MODEL_EXECUTION_TIMEOUT and BACKEND_MEMORY_LIMIT are load-time settings (command-line
 flags, environment, config file): setting them here is ``ERR unsupported subcommand``, as in RedisAI. Our
-one extension: ``AI.CONFIG GET`` answers their values, where RedisAI answers null.
+extensions: ``AI.CONFIG GET`` answers their values, where RedisAI answers null; SCRIPT_EXECUTION_TIMEOUT (the
+longest a script op may run before it is answered TIMEDOUT and its worker abandoned, dag/watchdog.py; 0 = no
+limit) is set at start by ``--script-execution-timeout`` and can be changed here.
 
 LOADBACKEND loads our backend of that name (TF, TFLITE, TORCH, ONNX) through the backend registry; the path
 is accepted and ignored, since our backends are Python packages, not shared objects. A runtime that is not
@@ -40,10 +43,10 @@ if TYPE_CHECKING:
 class ConfigRequest:
     """One parsed AI.CONFIG call."""
 
-    action: str  # LOADBACKEND | BACKENDSPATH | MODEL_CHUNK_SIZE | GET
+    action: str  # LOADBACKEND | BACKENDSPATH | MODEL_CHUNK_SIZE | SCRIPT_EXECUTION_TIMEOUT | GET
     name: str = ""  # the backend (LOADBACKEND) or the parameter (GET), upper case
     path: bytes = b""  # BACKENDSPATH's value, LOADBACKEND's path
-    chunk_size: int = 0
+    chunk_size: int = 0  # MODEL_CHUNK_SIZE's bytes, SCRIPT_EXECUTION_TIMEOUT's milliseconds
 
 
 def parse_config(argv: list[bytes]) -> ConfigRequest:
@@ -59,13 +62,8 @@ def parse_config(argv: list[bytes]) -> ConfigRequest:
         if len(argv) < 3:
             raise AIError(msgs.CONFIG_BACKENDSPATH_MISSING_MSG)
         return ConfigRequest("BACKENDSPATH", path=argv[2])
-    if sub == b"MODEL_CHUNK_SIZE":
-        if len(argv) < 3:
-            raise AIError(msgs.CONFIG_CHUNK_SIZE_MISSING_MSG)
-        size = parse_strict_int(argv[2])
-        if size is None or size <= 0:
-            raise AIError(msgs.CONFIG_CHUNK_SIZE_INVALID_MSG)
-        return ConfigRequest("MODEL_CHUNK_SIZE", chunk_size=size)
+    if sub in (b"MODEL_CHUNK_SIZE", b"SCRIPT_EXECUTION_TIMEOUT"):
+        return _parse_number_setting(sub.decode(), argv)
     if sub == b"GET":
         if len(argv) < 3:
             raise wrong_arity(argv[0].decode(errors="replace"))
@@ -73,8 +71,22 @@ def parse_config(argv: list[bytes]) -> ConfigRequest:
     raise AIError(msgs.CONFIG_UNSUPPORTED_SUBCOMMAND_MSG)
 
 
+def _parse_number_setting(name: str, argv: list[bytes]) -> ConfigRequest:
+    """MODEL_CHUNK_SIZE <bytes> (RedisAI's errors) or SCRIPT_EXECUTION_TIMEOUT <ms> (ours)."""
+    value = parse_strict_int(argv[2]) if len(argv) > 2 else None
+    if name == "MODEL_CHUNK_SIZE":
+        if len(argv) < 3:
+            raise AIError(msgs.CONFIG_CHUNK_SIZE_MISSING_MSG)
+        if value is None or value <= 0:
+            raise AIError(msgs.CONFIG_CHUNK_SIZE_INVALID_MSG)
+    elif value is None or value < 0:
+        raise AIError(msgs.CONFIG_SCRIPT_TIMEOUT_INVALID_MSG)
+    return ConfigRequest(name, chunk_size=value)
+
+
 def cmd_config(client: Client, argv: list[bytes]) -> Any:
-    """AI.CONFIG BACKENDSPATH path | LOADBACKEND backend path | MODEL_CHUNK_SIZE bytes | GET name"""
+    """AI.CONFIG BACKENDSPATH path | LOADBACKEND backend path | MODEL_CHUNK_SIZE bytes | SCRIPT_EXECUTION_TIMEOUT ms
+    | GET name"""
     req = parse_config(argv)
     ai = client.ctx.ai
     if req.action == "LOADBACKEND":
@@ -89,6 +101,9 @@ def apply_config(ai: AIState, req: ConfigRequest) -> Any:
         return OK
     if req.action == "MODEL_CHUNK_SIZE":
         ai.settings.model_chunk_size = req.chunk_size
+        return OK
+    if req.action == "SCRIPT_EXECUTION_TIMEOUT":
+        ai.queues.watchdog.script_limit_ms = req.chunk_size
         return OK
     return config_value(ai, req.name)
 
@@ -115,6 +130,7 @@ _GETTERS: Mapping[str, Callable[[AIState], Any]] = MappingProxyType({
     "INTRA_OP_PARALLELISM": lambda ai: ai.settings.intra_op_threads,
     "MODEL_EXECUTION_TIMEOUT": lambda ai: ai.settings.execution_timeout_ms,
     "BACKEND_MEMORY_LIMIT": lambda ai: ai.settings.backend_memory_limit,
+    "SCRIPT_EXECUTION_TIMEOUT": lambda ai: ai.queues.watchdog.script_limit_ms,
 })
 
 

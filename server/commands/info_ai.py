@@ -56,6 +56,7 @@ def _load_time_configs(ai: AIState) -> Fields:
         ("ai_inter_op_parallelism", settings.inter_op_threads),
         ("ai_intra_op_parallelism", settings.intra_op_threads),
         ("ai_model_execution_timeout", settings.execution_timeout_ms),
+        ("ai_script_execution_timeout", ai.queues.watchdog.script_limit_ms),
         ("ai_inline_op_us", ai.inline.max_us),
         ("ai_backend_memory_limit", settings.backend_memory_limit),
         ("ai_model_chunk_size", settings.model_chunk_size),
@@ -106,8 +107,11 @@ def _printable(text: str) -> str:
 def _queues(ai: AIState) -> Fields:
     queues = list(ai.queues.queues.values())
     threads = ai.queues.threads_per_queue
+    watchdog = ai.queues.watchdog
     fields: Fields = [("ai_devices", ",".join(_printable(q.name) for q in queues)),
-                      ("ai_worker_threads", threads * len(queues))]
+                      ("ai_worker_threads", threads * len(queues)),
+                      ("ai_workers_abandoned", watchdog.abandoned),  # to ops that overran (dag/watchdog.py)
+                      ("ai_workers_stuck", watchdog.stuck)]
     for queue in queues:
         fields.append((queue_field_name(queue.name), f"device={_printable(queue.name)},length={len(queue)},"
                        f"threads={threads},"

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import random
+import socket
+
+import hiredis
 import pytest
 
+from tests.fuzz import resp_frame
 from tests.support import RunningServer
 
 CASES = [
@@ -45,4 +50,39 @@ def test_garbage_bytes_do_not_kill_the_server(server: RunningServer) -> None:
         raw = server.raw()
         raw.send(payload)
         raw.close()
+    assert server.client().ping() is True
+
+
+RANDOM_FRAMES = 5_000
+
+
+def _replies(data: bytes) -> list[object]:
+    """Every complete RESP reply in ``data`` (hiredis; an error reply is a ``hiredis.ReplyError`` value)."""
+    reader = hiredis.Reader()
+    reader.feed(data)
+    replies = []
+    while (reply := reader.gets()) is not False:
+        replies.append(reply)
+    return replies
+
+
+def test_random_frames_get_proper_replies_and_bystanders_notice_nothing(server: RunningServer) -> None:
+    """Valid, cut, corrupted and garbage frames, each on its own connection that then ends its writing: the
+    server answers what is complete (a Protocol error closes it first), never an internal error, and closes."""
+    rng = random.Random(16)
+    bystander = server.client()
+    bystander.set("safe", "1")
+    for case in range(RANDOM_FRAMES):
+        frame = resp_frame(rng)
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(frame)
+            sock.shutdown(socket.SHUT_WR)
+            data = b""
+            while chunk := sock.recv(65536):  # the server closes once it has answered: no timeout is reached
+                data += chunk
+        for reply in _replies(data):
+            assert not (isinstance(reply, hiredis.ReplyError) and "internal error" in str(reply)), (frame, reply)
+        if case % 500 == 0:
+            assert bystander.get("safe") == b"1"
+    assert bystander.get("safe") == b"1"
     assert server.client().ping() is True

@@ -87,7 +87,7 @@ def thread_probe() -> Iterator[None]:
 def test_intra_op_threads_are_set_on_the_worker_thread_itself(configured: int, expected: int,
                                                               thread_probe: None) -> None:
     """torch's setting is per OS thread: what the worker thread sees is what counts (0 = one per worker)."""
-    with running_server(Config(port=0, intra_op_parallelism=configured)) as server:
+    with running_server(Config(port=0, intra_op_parallelism=configured, script_allow_ops="probe::threads")) as server:
         conn = server.client()
         conn.execute_command("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", 1, "threads", "SOURCE", THREADS_SCRIPT)
         conn.execute_command("AI.TENSORSET", "x", "FLOAT", 1, "VALUES", 1)

@@ -13,6 +13,7 @@ from dag.batching import BatchPolicy
 from dag.inline import InlinePolicy
 from dag.queues import DeviceQueue
 from dag.runinfo import BatchSpec, DeviceTicket, RunInfo, Step
+from dag.script_work import ScriptWork
 
 
 class FakeModel:
@@ -69,6 +70,18 @@ def test_what_never_goes_inline() -> None:
     busy = DeviceQueue("CPU")
     busy.items.append(DeviceTicket(_run(model), "CPU", [0]))
     assert not policy.eligible(_run(model), busy)  # queued ops are not overtaken
+
+
+def test_a_script_never_goes_inline() -> None:
+    """A single AI.SCRIPTEXECUTE is a one-op run without side_effects set; it still never runs on the loop thread,
+    where a script that never returns would stop the whole server (only a worker can be abandoned to it)."""
+    policy, queue = InlinePolicy(200), DeviceQueue("CPU")
+    x = Tensor.from_numpy(np.array([1.0], dtype=np.float32))
+    script: Any = object()
+    run = RunInfo([Step(0, "CPU", (0,), (1,), ScriptWork(script, "f", entry_point=True, n_outputs=1))], [x, None])
+    _observed(policy, run, 1)
+    assert not policy.eligible(run, queue)
+    assert not policy.graph_eligible(run.steps, [queue], 1.0)
 
 
 def test_a_model_that_grows_slow_goes_back_to_the_workers() -> None:
