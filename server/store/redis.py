@@ -282,13 +282,20 @@ class RedisLink:
         self._outbox: list[bytes] = []
 
     async def _ensure(self) -> UpstreamProtocol:
+        """The live connection, made by the first of concurrent callers. After the lock's wait it is read
+        through ``_live()``: narrowed to None by the first check, ``self._upstream`` would be taken for None by
+        the compiled code (mypyc trusts mypy's narrowing; docs/performance.md)."""
         if self._upstream is not None:
             return self._upstream
         async with self._lock:
-            if self._upstream is None:
+            upstream = self._live()
+            if upstream is None:
                 upstream = await open_upstream(self._address, ValueReader(), self._db, self._on_lost)
                 upstream.on_reply = self._pending.deliver
                 self._upstream = upstream
+        return upstream
+
+    def _live(self) -> UpstreamProtocol | None:
         return self._upstream
 
     async def pipeline(self, commands: list[list[bytes]]) -> list[Any]:

@@ -7,6 +7,7 @@ REDISAI_PURE_PYTHON=1 loads the sources of whatever this checkout has compiled.
 
 from __future__ import annotations
 
+import ast
 import importlib.machinery
 import os
 import subprocess
@@ -72,3 +73,40 @@ def test_pure_python_switch_imports_the_sources_of_every_hot_module() -> None:
         assert _imported_file(module, pure=True) == builds[module].source
         as_built = _imported_file(module, pure=False)
         assert as_built == (builds[module].native or builds[module].source)
+
+
+def _none_checks_after_an_await(function: ast.AsyncFunctionDef) -> list[str]:
+    """``self.x is None`` tests of an attribute already tested before an await in the same coroutine: mypy
+    keeps the first test's narrowing across the await, and the compiled code trusts it (a connection made
+    meanwhile by another coroutine was once taken for None there: server/store/cache.py, redis.py)."""
+    events: list[tuple[int, int, str]] = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.Await | ast.AsyncWith):
+            events.append((node.lineno, node.col_offset, ""))
+        elif (isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.Is | ast.IsNot)
+              and isinstance(node.left, ast.Attribute) and isinstance(node.left.value, ast.Name)
+              and node.left.value.id == "self" and isinstance(node.comparators[0], ast.Constant)
+              and node.comparators[0].value is None):
+            events.append((node.lineno, node.col_offset, node.left.attr))
+    checked: set[str] = set()
+    awaited: set[str] = set()
+    found = []
+    for line, _column, attribute in sorted(events):
+        if not attribute:
+            awaited |= checked
+        elif attribute in awaited:
+            found.append(f"{function.name}:{line}: self.{attribute}")
+        else:
+            checked.add(attribute)
+    return found
+
+
+def test_no_compiled_coroutine_tests_an_attribute_for_none_again_after_an_await() -> None:
+    root = Path(__file__).parents[2]
+    found = []
+    for name in HOT_MODULES:
+        tree = ast.parse(root.joinpath(*name.split(".")).with_suffix(".py").read_text())
+        for function in ast.walk(tree):
+            if isinstance(function, ast.AsyncFunctionDef):
+                found += [f"{name}.{where}" for where in _none_checks_after_an_await(function)]
+    assert not found, f"read the attribute through a call after the await instead: {found}"
