@@ -2,7 +2,7 @@
 #   make run   - create .venv, install everything, start the server on 127.0.0.1:6379 (embedded store;
 #                ARGS="--dir ./data" to keep its data on disk)
 #   make test  - create .venv, install everything, run the whole test suite
-# Both compile the per-request hot path with mypyc first (server/compiled.py; ~2 minutes, again whenever one
+# Both compile the per-request hot path with mypyc first (server/compiled.py; ~3.5 minutes, again whenever one
 # of those sources changes). COMPILE=0 keeps everything pure Python: `make test COMPILE=0`.
 PYTHON ?= python3
 VENV := .venv
