@@ -18,7 +18,7 @@ from server.compiled import hot_module_builds
 from server.config import Config
 from server.store.embedded import EmbeddedStore
 from tests.cluster_support import LocalCluster, local_cluster
-from tests.support import RunningServer, ci, redis_server_process, running_server
+from tests.support import RunningServer, redis_server_binary, redis_server_process, running_server
 
 
 @pytest.fixture(scope="session")
@@ -28,10 +28,7 @@ def real_redis_url() -> Iterator[str]:
     if url:
         yield url
         return
-    if shutil.which("redis-server") is None:
-        if ci():
-            pytest.fail("CI must provide redis-server (apt-get install redis-server)")
-        pytest.skip("redis-server is not installed here; CI installs it")
+    redis_server_binary()
     with redis_server_process() as started:
         yield started
 

@@ -7,10 +7,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from backends.errors import AIError, wrong_arity
-from backends.objects import MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
+from backends.objects import MODEL_MARKER, SCRIPT_MARKER
 from server.protocol.reply import OK
-from server.store.atomic import DELETE_OBJECT, RUN_INFO_FIELD, STATS_PREFIX, ScriptCall
+from server.store.atomic import DELETE_OBJECT, ScriptCall
 from server.store.keyspace import Keyspace
+from server.store.stored_objects import stored_objects
 
 if TYPE_CHECKING:
     from server.commands.context import Client
@@ -56,29 +57,11 @@ async def scan_stored(client: Client, argv: list[bytes], marker: bytes) -> Any:
     if len(argv) != 1:
         raise wrong_arity(argv[0].decode(errors="replace"))
     log.warning("%s is experimental", argv[0].decode(errors="replace").upper())
-    return [[name, tag] for name, kind, tag in await _stored_objects(client.keyspace()) if kind == marker]
+    return [[found.key, found.tag] for found in await stored_objects(client.keyspace()) if found.marker == marker]
 
 
 async def count_stored(keyspace: Keyspace) -> tuple[int, int]:
     """How many models and scripts this database holds (INFO ai_models / ai_scripts), as the scans find them:
     DEL, FLUSHDB or another server's writes are followed."""
-    kinds = [kind for _name, kind, _tag in await _stored_objects(keyspace)]
+    kinds = [found.marker for found in await stored_objects(keyspace)]
     return kinds.count(MODEL_MARKER), kinds.count(SCRIPT_MARKER)
-
-
-async def _stored_objects(keyspace: Keyspace) -> list[tuple[bytes, bytes, bytes]]:
-    """(key, marker, tag) of every object with its own counters in this database: the counters' keys (SCAN
-    MATCH over their prefix), each kept only while its object's key holds an object with the same run-info id
-    (server/store/atomic.py) — so not after a DEL, expiry or flush of the object, nor once another object was
-    renamed onto its key. One round trip reads every object's marker, tag and id, and each counters' id."""
-    counters = await keyspace.scan(STATS_PREFIX + b"*")
-    names = [keyspace.object_of_stats(name) for name in counters]
-    reads: list[tuple[bytes, ...]] = []
-    for name, stats in zip(names, counters, strict=True):
-        reads += [(b"HMGET", name, MARKER_FIELD, b"tag", RUN_INFO_FIELD), (b"HGET", stats, RUN_INFO_FIELD)]
-    replies = await keyspace.pipeline(reads)
-    found = []
-    for name, fields, run_info in zip(names, replies[::2], replies[1::2], strict=True):
-        if isinstance(fields, list) and fields[0] is not None and fields[2] == run_info:
-            found.append((name, fields[0], fields[1] or b""))
-    return found

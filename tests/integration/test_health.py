@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import signal
 import socket
 import subprocess
@@ -21,7 +20,7 @@ from server.config import Config
 from server.store.process import find_store_binary
 from tests import models
 from tests.cluster_support import LocalCluster
-from tests.support import free_port, running_server, server_process, wait_for_port, wait_until
+from tests.support import free_port, redis_server_binary, running_server, server_process, wait_for_port, wait_until
 
 
 def http_get(port: int, path: str) -> tuple[int, str]:
@@ -37,9 +36,7 @@ def http_get(port: int, path: str) -> tuple[int, str]:
 def redis_on_port(port: int, workdir: str, binary: str | None = None) -> Iterator[subprocess.Popen[bytes]]:
     """A real redis-server (or ``binary``) on ``port``, so a store can be stopped and another started at the same
     address."""
-    binary = binary or shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed here; CI installs it")
+    binary = binary or redis_server_binary()
     proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                              "--dir", workdir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -9,29 +9,25 @@ meanwhile), then killed by its pid: no check waits for the clock.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-import pytest
 import redis
 
 from server.config import Config
 from tests.models import torch_add
 from tests.scripts import SCRIPT
-from tests.support import ci, free_port, running_server, wait_for_port, wait_until
+from tests.support import free_port, redis_server_binary, running_server, wait_for_port, wait_until
 
 KEYS_IN_THE_RDB = 3000
 LOAD_DELAY_US = 100_000  # per key: the restarted store stays in its loading state for ~300 s
 
 
 def _redis_server(port: int, workdir: str, *extra: str) -> subprocess.Popen[bytes]:
-    binary = shutil.which("redis-server")
-    assert binary is not None
-    return subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+    return subprocess.Popen([redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                              "--dir", workdir, *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -45,10 +41,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 def _store_that_restarts_loading() -> Iterator[tuple[str, Callable[[], None]]]:
     """A redis-server with a model, a script, a tensor and KEYS_IN_THE_RDB keys; ``restart()`` saves it, stops it
     and starts it again on the same port, where it then loads that RDB slowly."""
-    if shutil.which("redis-server") is None:
-        if ci():
-            pytest.fail("CI must provide redis-server (apt-get install redis-server)")
-        pytest.skip("redis-server is not installed here; CI installs it")
+    redis_server_binary()
     port = free_port()
     with tempfile.TemporaryDirectory() as workdir:
         procs = [_redis_server(port, workdir)]
