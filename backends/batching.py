@@ -5,7 +5,6 @@ A backend only ever sees one call with the batch's inputs (RedisAI re-implemente
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -22,14 +21,17 @@ def concat_inputs(members: Sequence[Sequence[Tensor]]) -> list[Tensor]:
 
 
 def split_outputs(outputs: Sequence[Tensor], sizes: Sequence[int]) -> list[list[Tensor]]:
-    """Each member's rows of every output; an output whose dim 0 is not the batch's total fails them all."""
+    """Each member's rows of every output, as views of it (rows along dim 0 of a C-contiguous array are one);
+    an output whose dim 0 is not the batch's total fails them all."""
     total = sum(sizes)
-    bounds = np.cumsum([0, *sizes])
     per_member: list[list[Tensor]] = [[] for _ in sizes]
     for output in outputs:
         array = output.to_numpy()
         if array.ndim == 0 or array.shape[0] != total:
             raise AIError(msgs.BATCH_SIZE_MISMATCH_MSG)
-        for member, (start, stop) in enumerate(itertools.pairwise(bounds)):
-            per_member[member].append(Tensor.from_numpy(array[start:stop]))
+        dtype, rows = output.dtype, array.shape[1:]
+        start = 0
+        for member, size in zip(per_member, sizes, strict=True):
+            member.append(Tensor(dtype, (size, *rows), array[start : start + size]))
+            start += size
     return per_member

@@ -67,10 +67,13 @@ Decision = RunBatch | WaitForBatch
 
 def batch_size_of(shapes: Sequence[tuple[int, ...]]) -> int:
     """dim 0 shared by every input, or 0 (no inputs, a 0-d input, or inputs that disagree)."""
-    if not shapes or any(len(shape) == 0 for shape in shapes):
+    if not shapes or not shapes[0]:
         return 0
     first = shapes[0][0]
-    return first if all(shape[0] == first for shape in shapes) else 0
+    for shape in shapes:
+        if not shape or shape[0] != first:
+            return 0
+    return first
 
 
 def compatible(a: BatchCandidate, b: BatchCandidate) -> bool:

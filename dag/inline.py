@@ -11,9 +11,14 @@ So a single-op run (AI.MODELEXECUTE, or a one-model DAG) runs inline, on the cal
   class (total bytes, to a power of two): the first run of each model and size class always goes to a worker
   and is measured there; inline runs keep the estimate up to date, so a model that grows slow goes back to
   the workers;
-* it is on a CPU device, with no auto-batching (BATCHSIZE needs the queue to gather requests), and is a model
-  (scripts may call the store, which the loop thread must never wait for);
+* it is on a CPU device, with no auto-batching, and is a model (scripts may call the store, which the loop
+  thread must never wait for);
 * its device queue is idle, so ops that do queue are not overtaken by a stream of inline ones.
+
+An auto-batched run (a model stored with BATCHSIZE) that would qualify is gathered with the others of the same
+loop iteration instead (``batches``, dag/inline_batch.py), and their batch runs here when one call of that
+model on the batch's size class was seen to cost at most BATCH_BUDGET x ``max_us``; the first batches of each
+class go to a worker, whose batched call is measured (``StepResult.cost_class``).
 
 A compiled stored graph (server/commands/graph_run.py) runs whole on the loop thread, producers first, when
 every step is such a model step and the graph's own measured cost (``GraphCosts``, per input size class) is
@@ -30,12 +35,14 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from dag.inline_batch import BatchGather
 from dag.queues import DeviceQueue
-from dag.runinfo import RunInfo, Step
-from dag.worker import execute_step
+from dag.runinfo import RunInfo, Step, size_class
+from dag.worker import execute_step, run_batch
 
 SMOOTHING = 0.2  # weight of the newest observation in a model's cost estimate
 GRAPH_BUDGET = 4  # a compiled graph runs inline while its whole run costs at most this many times max_us
+BATCH_BUDGET = 4  # a gathered batch (one call for many requests) runs inline while it costs at most this x max_us
 
 
 class InlinePolicy:
@@ -46,6 +53,7 @@ class InlinePolicy:
         self.inline_runs = 0  # INFO: runs that never left the loop thread
         # model -> {input size class: CPU µs per run}: a model measured on small inputs says nothing of big ones
         self._cost_us: weakref.WeakKeyDictionary[Any, dict[int, float]] = weakref.WeakKeyDictionary()
+        self.batches = BatchGather(self.batch_fits, self.run_batch_here)  # auto-batched runs (dag/inline_batch.py)
 
     def eligible(self, run: RunInfo, queue: DeviceQueue) -> bool:
         if self.max_us <= 0 or len(run.steps) != 1 or not _may_run_here(run.steps[0], queue):
@@ -53,6 +61,37 @@ class InlinePolicy:
         step = run.steps[0]
         cost = self._cost_us.get(_cost_key(step), {}).get(_size_class(run, step))
         return cost is not None and cost <= self.max_us
+
+    def batch_eligible(self, run: RunInfo, queue: DeviceQueue) -> bool:
+        """A single-op run of an auto-batched model on an idle CPU queue: held for a batch on this thread
+        (``batches``, dag/inline_batch.py), which runs it here when its batch fits ``batch_fits``."""
+        if self.max_us <= 0 or len(run.steps) != 1:
+            return False
+        step = run.steps[0]
+        return (step.batch is not None and _cost_key(step) is not None and step.device.startswith("CPU")
+                and not queue.items)
+
+    def batch_fits(self, runs: Sequence[RunInfo]) -> bool:
+        """One call for ``runs`` (a batch of single-op runs of one model) has been seen to cost at most
+        BATCH_BUDGET x ``max_us`` on inputs of its size class: a batch serves many requests, so it may take the
+        loop thread longer than one op."""
+        step = runs[0].steps[0]
+        size = size_class([run.slots[i] for run in runs for i in run.steps[0].inputs])
+        cost = self._cost_us.get(_cost_key(step), {}).get(size)
+        return cost is not None and cost <= BATCH_BUDGET * self.max_us
+
+    def run_batch_here(self, runs: Sequence[RunInfo], queue: DeviceQueue) -> None:
+        """Run ``runs`` as one batched call on this thread, recorded and counted as a worker would."""
+        steps = [run.steps[0] for run in runs]
+        elapsed = run_batch(runs, steps)
+        result = runs[0].results[0]
+        if result.ok:  # wall time: on the loop thread nothing else runs meanwhile
+            self._remember_class(steps[0], result.cost_class, elapsed * 1_000_000)
+        self._count(queue, elapsed, batched=len(runs) if len(runs) > 1 else 0)
+        spec = steps[0].batch
+        if len(runs) > 1 and spec is not None and spec.on_batch is not None:
+            spec.on_batch(len(runs))
+        self.inline_runs += len(runs)
 
     def graph_eligible(self, steps: Sequence[Step], queues: Sequence[DeviceQueue], estimate_us: float | None) -> bool:
         """A compiled graph runs whole on the loop thread when every step may (model steps on idle CPU queues,
@@ -77,11 +116,16 @@ class InlinePolicy:
         return time.thread_time() - started
 
     def observe(self, run: RunInfo) -> None:
-        """After a worker ran it: remember what the op of a single-op run cost."""
+        """After a worker ran it: remember what the op of a single-op run cost (a batched op: its whole batch,
+        on the batch's size class)."""
         if len(run.steps) == 1 and run.results[0].cpu_us > 0:
-            self._remember(run, run.steps[0], run.results[0].cpu_us)
+            result = run.results[0]
+            self._remember_class(run.steps[0], result.cost_class or _size_class(run, run.steps[0]), result.cpu_us)
 
     def _remember(self, run: RunInfo, step: Step, cost_us: float) -> None:
+        self._remember_class(step, _size_class(run, step), cost_us)
+
+    def _remember_class(self, step: Step, size: int, cost_us: float) -> None:
         key = _cost_key(step)
         if key is None:
             return
@@ -89,7 +133,6 @@ class InlinePolicy:
             costs = self._cost_us.setdefault(key, {})
         except TypeError:  # a model object that cannot be weakly referenced: never inline it
             return
-        size = _size_class(run, step)
         previous = costs.get(size)
         costs[size] = cost_us if previous is None else previous + SMOOTHING * (cost_us - previous)
 
@@ -104,9 +147,9 @@ class InlinePolicy:
         self.inline_runs += 1
 
     @staticmethod
-    def _count(queue: DeviceQueue, *elapsed: float) -> None:
+    def _count(queue: DeviceQueue, *elapsed: float, batched: int = 0) -> None:
         """The queue's INFO counters, as if its worker had run the steps (that took ``elapsed`` seconds each,
-        one after the other, ending now)."""
+        one after the other, ending now; ``batched``: requests that ran in a batch of two or more)."""
         ended = time.perf_counter()
         stamps = []
         for seconds in reversed(elapsed):
@@ -116,6 +159,7 @@ class InlinePolicy:
             queue.recent.extend(reversed(stamps))
             queue.busy_seconds += sum(elapsed)
             queue.executed += len(elapsed)
+            queue.batched_requests += batched
 
 
 class GraphCosts:
@@ -131,11 +175,6 @@ class GraphCosts:
     def observe(self, size: int, cost_us: float) -> None:
         previous = self._cost_us.get(size)
         self._cost_us[size] = cost_us if previous is None else previous + SMOOTHING * (cost_us - previous)
-
-
-def size_class(tensors: Sequence[Any]) -> int:
-    """Total bytes of ``tensors``, to a power of two: costs are kept per size class."""
-    return max(sum(getattr(getattr(t, "array", None), "nbytes", 0) for t in tensors), 1).bit_length()
 
 
 def _may_run_here(step: Step, queue: DeviceQueue) -> bool:

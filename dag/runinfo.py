@@ -66,6 +66,7 @@ class StepResult:
     error: AIError | None = None
     duration_us: int = 0
     cpu_us: int = 0  # CPU time of the op on the thread that ran it (dag/inline.py's cost estimate)
+    cost_class: int = 0  # a batched op: the size class of the whole batch's inputs, which cpu_us is the cost of
 
 
 @dataclass(slots=True, eq=False)
@@ -156,13 +157,23 @@ class DeviceTicket:
 
     def batch_candidate(self) -> BatchCandidate | None:
         """What the batching policy needs to know about this (ready) ticket, if its next op can batch."""
-        spec = self.current.batch
-        if spec is None:
-            return None
-        tensors = self.inputs()
-        shapes = [tuple(t.shape) for t in tensors]
-        signature = tuple((str(t.dtype), shape[1:]) for t, shape in zip(tensors, shapes, strict=True))
-        return BatchCandidate(spec.model, signature, batch_size_of(shapes), self.enqueued_at, self.run.deadline)
+        return batch_candidate(self.run, self.current, self.enqueued_at)
+
+
+def batch_candidate(run: RunInfo, step: Step, enqueued_at: float) -> BatchCandidate | None:
+    """What the batching policy needs to know about ``step`` of ``run`` (its inputs ready), if it can batch."""
+    spec = step.batch
+    if spec is None:
+        return None
+    slots = run.slots
+    tensors = [slots[i] for i in step.inputs]  # backends' Tensor: .dtype a name, .shape a tuple
+    signature = tuple((t.dtype, t.shape[1:]) for t in tensors)
+    return BatchCandidate(spec.model, signature, batch_size_of([t.shape for t in tensors]), enqueued_at, run.deadline)
+
+
+def size_class(tensors: Sequence[Any]) -> int:
+    """Total bytes of ``tensors``, to a power of two: op costs are kept per size class (dag/inline.py)."""
+    return max(sum(getattr(getattr(t, "array", None), "nbytes", 0) for t in tensors), 1).bit_length()
 
 
 def make_tickets(run: RunInfo, per_step: bool = False) -> list[DeviceTicket]:

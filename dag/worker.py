@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from backends import errors as msgs
 from backends.batching import concat_inputs, split_outputs
 from backends.errors import AIError
 from dag.queues import DeviceQueue
-from dag.runinfo import DeviceTicket, RunInfo, Step
+from dag.runinfo import DeviceTicket, RunInfo, Step, size_class
 from dag.watchdog import Abandoned, Watchdog
 
 log = logging.getLogger("redisai.worker")
@@ -79,24 +79,9 @@ class Worker:
             self.queue.push_front(ticket)
 
     def _batched_step(self, tickets: list[DeviceTicket]) -> None:
-        """One model call for several requests: inputs concatenated along dim 0, outputs split back; an error
-        (a backend error, or outputs whose dim 0 is not the batch's total) goes to every member."""
+        """One model call for several requests (``run_batch``), then each ticket moves on."""
         steps = [ticket.current for ticket in tickets]
-        inputs = [ticket.inputs() for ticket in tickets]
-        sizes = [int(member[0].shape[0]) for member in inputs]
-        work = steps[0].work
-        assert work is not None
-        started = time.perf_counter()
-        try:
-            per_member = split_outputs(work(concat_inputs(inputs)), sizes)
-        except Exception as exc:
-            error = exc if isinstance(exc, AIError) else _op_failed(exc)
-            for ticket, step in zip(tickets, steps, strict=True):
-                ticket.run.record_failure(step, error, _micros_since(started))
-        else:
-            for ticket, step, outputs in zip(tickets, steps, per_member, strict=True):
-                ticket.run.record_success(step, outputs, _micros_since(started))
-        self._count(time.perf_counter() - started, batch=len(tickets))
+        self._count(run_batch([ticket.run for ticket in tickets], steps), batch=len(tickets))
         spec = steps[0].batch
         if spec is not None and spec.on_batch is not None:
             spec.on_batch(len(tickets))
@@ -165,6 +150,32 @@ def execute_step(run: RunInfo, step: Step, device: str, cpu: bool = True,
         run.record_success(step, outputs, _micros_since(started))
     if cpu:
         run.results[step.index].cpu_us = (time.thread_time_ns() - cpu_started) // 1000
+    return time.perf_counter() - started
+
+
+def run_batch(runs: Sequence[RunInfo], steps: Sequence[Step]) -> float:
+    """One model call for several requests (``steps[i]`` of ``runs[i]``, all of one model, inputs ready): inputs
+    concatenated along dim 0, outputs split back; an error (a backend error, or outputs whose dim 0 is not the
+    batch's total) goes to every member. Each member's result also gets the call's CPU time on this thread and
+    the size class of the whole batch's inputs (dag/inline.py's cost estimate). The seconds it took."""
+    inputs = [[run.slots[i] for i in step.inputs] for run, step in zip(runs, steps, strict=True)]
+    work = steps[0].work
+    assert work is not None
+    started, cpu_started = time.perf_counter(), time.thread_time_ns()
+    try:
+        batched = concat_inputs(inputs)
+        per_member = split_outputs(work(batched), [int(member[0].shape[0]) for member in inputs])
+    except Exception as exc:
+        error, duration_us = exc if isinstance(exc, AIError) else _op_failed(exc), _micros_since(started)
+        for run, step in zip(runs, steps, strict=True):
+            run.record_failure(step, error, duration_us)
+        return time.perf_counter() - started
+    duration_us, cost_us = _micros_since(started), (time.thread_time_ns() - cpu_started) // 1000
+    cost_class = size_class(batched)
+    for run, step, outputs in zip(runs, steps, per_member, strict=True):
+        run.record_success(step, outputs, duration_us)
+        result = run.results[step.index]
+        result.cpu_us, result.cost_class = cost_us, cost_class
     return time.perf_counter() - started
 
 

@@ -50,12 +50,15 @@ HOT_MODULES: tuple[str, ...] = (
     "server.ai.steps",
     "dag.parse",
     "dag.inline",
+    "dag.inline_batch",
+    "dag.batching",
     "dag.runinfo",
     "dag.execute",
     "dag.worker",
     "backends.objects",
     "backends.tensor",
     "backends.tensor_args",
+    "backends.batching",
 )
 
 

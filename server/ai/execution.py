@@ -2,7 +2,9 @@
 
 The last ticket to let go calls ``on_done`` on its worker thread; that hands the run back to the loop with
 one ``call_soon_threadsafe``. If the awaiting client goes away, the run is marked cancelled: every device
-skips its remaining ops at the next step, and nothing is written.
+skips its remaining ops at the next step, and nothing is written. A small op may run on the loop thread
+instead (dag/inline.py), and so may a small model's auto-batched requests, gathered over one loop iteration
+(dag/inline_batch.py).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dag.compiled import StepCounters
 from dag.inline import InlinePolicy
 from dag.manager import QueueManager
+from dag.queues import DeviceQueue
 from dag.runinfo import RunInfo
 
 
@@ -29,8 +32,24 @@ async def execute_run(queues: QueueManager, run: RunInfo, inline: InlinePolicy |
         if inline.eligible(run, queue):
             inline.run_here(run, queue)
             return run
+        if inline.batch_eligible(run, queue):
+            return await _gathered(queues, run, queue, inline)
     finished = await _on_workers(queues, run)
     if inline is not None:
+        inline.observe(finished)
+    return finished
+
+
+async def _gathered(queues: QueueManager, run: RunInfo, queue: DeviceQueue, inline: InlinePolicy) -> RunInfo:
+    """An auto-batched run held for a batch on the loop thread; those that go to the workers instead teach
+    ``inline`` what their batch cost."""
+
+    def to_workers(held: RunInfo, future: asyncio.Future[RunInfo]) -> None:
+        held.on_done = _resolver(future)
+        queues.submit(held)
+
+    finished = await _awaited(run, inline.batches.hold(run, queue, to_workers))
+    if finished.waiters:  # it ran on a worker
         inline.observe(finished)
     return finished
 
@@ -38,8 +57,15 @@ async def execute_run(queues: QueueManager, run: RunInfo, inline: InlinePolicy |
 async def _on_workers(queues: QueueManager, run: RunInfo,
                       submit: Callable[[RunInfo], None] | None = None) -> RunInfo:
     """Hand ``run`` to the workers (``submit``; all of it at once by default) and await its last ticket."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[RunInfo] = loop.create_future()
+    future: asyncio.Future[RunInfo] = asyncio.get_running_loop().create_future()
+    run.on_done = _resolver(future)
+    (submit or queues.submit)(run)
+    return await _awaited(run, future)
+
+
+def _resolver(future: asyncio.Future[RunInfo]) -> Callable[[RunInfo], None]:
+    """A run's ``on_done`` (called on a worker or the watchdog thread): resolve ``future`` on its loop."""
+    loop = future.get_loop()
 
     def on_done(finished: RunInfo) -> None:
         try:
@@ -47,8 +73,11 @@ async def _on_workers(queues: QueueManager, run: RunInfo,
         except RuntimeError:  # the loop is closed: the server is gone, nobody waits
             pass
 
-    run.on_done = on_done
-    (submit or queues.submit)(run)
+    return on_done
+
+
+async def _awaited(run: RunInfo, future: asyncio.Future[RunInfo]) -> RunInfo:
+    """``run``'s end; if the awaiting client goes away first, the run is cancelled and its queues woken."""
     try:
         return await future
     except asyncio.CancelledError:
