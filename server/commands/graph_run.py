@@ -27,10 +27,9 @@ from backends.errors import AIError
 from backends.objects import MODEL_META_FIELDS, SCRIPT_META_FIELDS
 from backends.tensor import Tensor, encode_tensor
 from dag.graph_plan import GraphPlan
-from dag.inline import size_class
 from dag.ops import DagOp, ModelOp, ScriptOp, TensorSetOp
 from dag.parse import DAGEXECUTE, DagHeader
-from dag.runinfo import RunInfo
+from dag.runinfo import RunInfo, size_class
 from server.ai.execution import execute_counted
 from server.ai.graphs import BoundGraph, StoredGraph
 from server.ai.steps import deadline_after, step_samples
