@@ -153,15 +153,16 @@ def execute_step(run: RunInfo, step: Step, device: str, cpu: bool = True,
     return time.perf_counter() - started
 
 
-def run_batch(runs: Sequence[RunInfo], steps: Sequence[Step]) -> float:
+def run_batch(runs: Sequence[RunInfo], steps: Sequence[Step], cpu: bool = True) -> float:
     """One model call for several requests (``steps[i]`` of ``runs[i]``, all of one model, inputs ready): inputs
     concatenated along dim 0, outputs split back; an error (a backend error, or outputs whose dim 0 is not the
-    batch's total) goes to every member. Each member's result also gets the call's CPU time on this thread and
-    the size class of the whole batch's inputs (dag/inline.py's cost estimate). The seconds it took."""
+    batch's total) goes to every member. Each member's result also gets the size class of the whole batch's
+    inputs and (``cpu``) the call's CPU time on this thread (dag/inline.py's cost estimate; on the loop thread,
+    which reads no CPU clock, wall time is that). The seconds it took."""
     inputs = [[run.slots[i] for i in step.inputs] for run, step in zip(runs, steps, strict=True)]
     work = steps[0].work
     assert work is not None
-    started, cpu_started = time.perf_counter(), time.thread_time_ns()
+    started, cpu_started = time.perf_counter(), time.thread_time_ns() if cpu else 0
     try:
         batched = concat_inputs(inputs)
         per_member = split_outputs(work(batched), [int(member[0].shape[0]) for member in inputs])
@@ -170,7 +171,8 @@ def run_batch(runs: Sequence[RunInfo], steps: Sequence[Step]) -> float:
         for run, step in zip(runs, steps, strict=True):
             run.record_failure(step, error, duration_us)
         return time.perf_counter() - started
-    duration_us, cost_us = _micros_since(started), (time.thread_time_ns() - cpu_started) // 1000
+    duration_us = _micros_since(started)
+    cost_us = (time.thread_time_ns() - cpu_started) // 1000 if cpu else duration_us
     cost_class = size_class(batched)
     for run, step, outputs in zip(runs, steps, per_member, strict=True):
         run.record_success(step, outputs, duration_us)

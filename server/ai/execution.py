@@ -3,7 +3,7 @@
 The last ticket to let go calls ``on_done`` on its worker thread; that hands the run back to the loop with
 one ``call_soon_threadsafe``. If the awaiting client goes away, the run is marked cancelled: every device
 skips its remaining ops at the next step, and nothing is written. A small op may run on the loop thread
-instead (dag/inline.py), and so may a small model's auto-batched requests, gathered over one loop iteration
+instead (dag/inline.py), and so may a small model's auto-batched requests, gathered over two loop rounds
 (dag/inline_batch.py).
 """
 
