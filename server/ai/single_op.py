@@ -20,7 +20,7 @@ from server.ai.state import AIState
 from server.ai.steps import deadline_after, step_samples
 from server.ai.tensor_io import write_outputs
 from server.protocol.reply import OK, Status
-from server.store.atomic import ScriptCall
+from server.store.atomic import STALE_PREFIXES, ScriptCall
 from server.store.keyspace import Keyspace
 
 
@@ -30,7 +30,8 @@ class SingleOp:
 
     ``samples``: AI.INFO counts dim 0 of the first output (models; scripts count none). ``record``: False on
     a model's second run after STALEMODEL (the first was counted). ``digest``: the model's; the write then
-    checks the store still holds that model, and ``again`` (when given) answers instead if it does not.
+    checks the store still holds that model, and ``cached_inputs`` (key, value) that those inputs, taken from
+    the coherent cache, still hold what the run used; ``again`` (when given) answers instead if not.
     """
 
     key: bytes
@@ -43,6 +44,7 @@ class SingleOp:
     samples: bool = False
     record: bool = True
     digest: str | None = None
+    cached_inputs: tuple[tuple[bytes, bytes], ...] = ()
     again: Callable[[], Awaitable[Any]] | None = None
 
 
@@ -70,13 +72,13 @@ async def execute_single_op(ai: AIState, keyspace: Keyspace, op: SingleOp) -> An
 
 
 async def _write(keyspace: Keyspace, op: SingleOp, run: RunInfo, counters: list[ScriptCall]) -> Any:
-    """The outputs and counters in one atomic step; STALEMODEL (another model stored meanwhile) goes to
-    ``op.again`` when there is one."""
+    """The outputs and counters in one atomic step; STALEMODEL / STALEINPUT (another model or input stored
+    meanwhile) goes to ``op.again`` when there is one."""
     model = (op.key, op.digest) if op.digest is not None else None
     try:
-        await write_outputs(keyspace, op.outputs, run.slots[len(op.inputs) :], counters, model)
+        await write_outputs(keyspace, op.outputs, run.slots[len(op.inputs) :], counters, model, op.cached_inputs)
     except AIError as exc:
-        if op.again is None or not exc.message.startswith("STALEMODEL"):
+        if op.again is None or not exc.message.startswith(STALE_PREFIXES):
             raise
         return await op.again()
     return OK

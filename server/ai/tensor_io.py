@@ -40,9 +40,11 @@ def check_output_types(replies: list[Any]) -> None:
 
 
 async def write_outputs(keyspace: Keyspace, keys: Sequence[bytes], tensors: list[Any],
-                        counters: Sequence[ScriptCall] = (), model: tuple[bytes, str] | None = None) -> None:
+                        counters: Sequence[ScriptCall] = (), model: tuple[bytes, str] | None = None,
+                        inputs: Sequence[tuple[bytes, bytes]] = ()) -> None:
     """Write every output tensor in one atomic step that checks each key again (an overwrite also drops any
     TTL, as RedisAI's does); WRONGTYPE and nothing written if a key was turned into something else meanwhile.
     The run's AI.INFO ``counters`` go in the same round trip; ``model`` (key, digest): STALEMODEL and nothing
-    written if the store holds another model there now."""
-    await keyspace.set_tensors(keys, [encode_tensor(t) for t in tensors], also=counters, model=model)
+    written if the store holds another model there now; ``inputs`` (key, value) taken from the coherent cache:
+    STALEINPUT and nothing written if one holds another value now."""
+    await keyspace.set_tensors(keys, [encode_tensor(t) for t in tensors], also=counters, model=model, inputs=inputs)
