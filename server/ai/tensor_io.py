@@ -25,6 +25,17 @@ def decode_input(value: Any) -> Tensor:
     return decode_tensor(value)
 
 
+def decode_inputs(values: Sequence[Any], from_cache: Sequence[bool]) -> list[Tensor] | None:
+    """GET replies as input tensors; None when one that came from the coherent cache does not decode (the
+    key's value then may have changed since: the caller reads them from the store, whose errors are true)."""
+    try:
+        return [decode_input(value) for value in values]
+    except AIError:
+        if any(from_cache):
+            return None
+        raise
+
+
 def output_type_checks(keys: list[bytes]) -> list[tuple[bytes, ...]]:
     """The first header bytes of every output key (GETRANGE: "" when missing, WRONGTYPE when not a string)."""
     return [(b"GETRANGE", key, b"0", str(HEADER_SIZE - 1).encode()) for key in keys]

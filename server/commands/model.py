@@ -21,7 +21,7 @@ from server.ai.single_op import SingleOp, execute_single_op
 from server.ai.state import RunStats
 from server.ai.steps import batch_spec
 from server.ai.stored import fetch_blob, read_model_meta
-from server.ai.tensor_io import check_output_types, decode_input, output_type_checks
+from server.ai.tensor_io import check_output_types, decode_input, decode_inputs, output_type_checks
 from server.commands.model_args import (
     ModelExecuteRequest,
     ModelStoreRequest,
@@ -170,11 +170,13 @@ async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again
     meta = await read_model_meta(ai.models, keyspace, argv[1], read.meta)
     req = parse(argv, len(meta.inputs), len(meta.outputs))
     taken: tuple[tuple[bytes, bytes], ...] = ()
+    inputs = None
     if list(req.inputs) == hint and not (meta.batchsize > 0 and any(read.from_cache)):
-        inputs = [decode_input(v) for v in read.inputs]
+        inputs = decode_inputs(read.inputs, read.from_cache)
         taken = read.cached_inputs(hint)
-    else:  # the prefetch guessed other keys, or a batching model: its inputs' round trip gathers the batch
-        inputs = await _read_inputs(keyspace, req)
+    if inputs is None:  # the prefetch guessed other keys, a batching model (its inputs' round trip gathers the
+        inputs = await _read_inputs(keyspace, req)  # batch), or a cached value that did not decode
+        taken = ()
     checks = read.checks
     if list(req.outputs) != out_hint:  # the lenient guess missed (e.g. an input key named "outputs"): ask again
         checks = await keyspace.pipeline(output_type_checks(list(req.outputs)))
@@ -222,24 +224,12 @@ async def _read_phase(keyspace: Keyspace, key: bytes, hint: list[bytes], out_hin
         return ReadPhase(meta, rest[:n], _checks_or_free(rest[n:], out_hint), [False] * n)
     hits: list[bool] = []
     meta, *inputs = await keyspace.read_through([meta_read, *gets], hits)
-    return ReadPhase(meta, inputs, [b""] * len(out_hint), await _no_cached_misses(keyspace, hint, inputs, hits[1:]))
+    return ReadPhase(meta, inputs, [b""] * len(out_hint), hits[1:])
 
 
 def _checks_or_free(found: list[Any], out_hint: list[bytes]) -> list[Any]:
     """The type checks' replies, or "free" for every output when none were made."""
     return found if found else [b""] * len(out_hint)
-
-
-async def _no_cached_misses(keyspace: Keyspace, keys: list[bytes], inputs: list[Any], hits: list[bool]) -> list[bool]:
-    """A cached input that is not a tensor value (a missing key) would answer an error no write checks: read
-    those from the store (in place), and say which inputs are still the cache's."""
-    stale = [i for i, hit in enumerate(hits) if hit and not isinstance(inputs[i], bytes)]
-    if stale:
-        keyspace.forget([keys[i] for i in stale])
-        for i, value in zip(stale, await keyspace.pipeline([(b"GET", keys[i]) for i in stale]), strict=True):
-            inputs[i] = value
-            hits[i] = False
-    return hits
 
 
 async def _read_inputs(keyspace: Keyspace, req: ModelExecuteRequest) -> list[Tensor]:

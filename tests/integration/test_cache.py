@@ -158,6 +158,23 @@ def test_a_missing_input_is_never_answered_from_the_cache(
     assert _values(ours, "c") == [6, 8]
 
 
+def test_an_input_that_was_not_a_tensor_is_read_again(
+        shared_store: tuple[redis.Redis, redis.Redis, redis.Redis], server: RunningServer) -> None:
+    """A cached value that does not decode answers no error: it is read again from the store first."""
+    ours, theirs, direct = shared_store
+    ours.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add())
+    ours.execute_command("AI.TENSORSET", "c", "FLOAT", 2, "BLOB", ONE_TWO)
+    ours.set("a", "not a tensor")
+    for _ in range(2):
+        with pytest.raises(redis.ResponseError, match="^WRONGTYPE"):
+            ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c")
+    _drop_pushes(server)
+    direct.delete("a")
+    theirs.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", THREE_FOUR)
+    assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c") == b"OK"
+    assert _values(ours, "c") == [6, 8]
+
+
 def test_large_inputs_are_not_cached(server: RunningServer) -> None:
     """An input is sent back with the write to be compared: over 64 KiB, reading it costs less."""
     conn = server.client()
