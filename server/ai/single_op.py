@@ -64,21 +64,41 @@ async def execute_single_op(ai: AIState, keyspace: Keyspace, op: SingleOp) -> An
     samples = step_samples(run, 0) if op.samples else 0
     counters = ai.record(op.key, run.results[0], samples, keyspace.stats_key) if op.record else []
     if run.timed_out or run.error is not None:
-        await keyspace.run_scripts(counters)
+        current = await _inputs_still_current(keyspace, op, counters)
+        if not current and op.again is not None:  # the error or TIMEDOUT came from an input changed meanwhile
+            return await op.again()
         if run.error is not None:
             raise run.error
         return Status(msgs.TIMEDOUT_STATUS)
     return await _write(keyspace, op, run, counters)
 
 
+async def _inputs_still_current(keyspace: Keyspace, op: SingleOp, counters: list[ScriptCall]) -> bool:
+    """Write ``counters``; when the run took inputs from the coherent cache (and may run again), check them in
+    the same round trip: False if one changed, so that no error computed from a stale value is answered."""
+    if not op.cached_inputs or op.again is None:
+        await keyspace.run_scripts(counters)
+        return True
+    try:
+        await keyspace.set_tensors([], [], also=counters, inputs=op.cached_inputs)
+    except AIError as exc:
+        if exc.message.startswith(STALE_PREFIXES):
+            return False
+        raise
+    return True
+
+
 async def _write(keyspace: Keyspace, op: SingleOp, run: RunInfo, counters: list[ScriptCall]) -> Any:
     """The outputs and counters in one atomic step; STALEMODEL / STALEINPUT (another model or input stored
-    meanwhile) goes to ``op.again`` when there is one."""
+    meanwhile) goes to ``op.again`` when there is one, as does any other error of a run whose cached inputs
+    changed meanwhile."""
     model = (op.key, op.digest) if op.digest is not None else None
     try:
         await write_outputs(keyspace, op.outputs, run.slots[len(op.inputs) :], counters, model, op.cached_inputs)
     except AIError as exc:
-        if op.again is None or not exc.message.startswith(STALE_PREFIXES):
+        if op.again is None:
             raise
-        return await op.again()
+        if exc.message.startswith(STALE_PREFIXES) or not await _inputs_still_current(keyspace, op, []):
+            return await op.again()
+        raise  # e.g. an output that cannot be encoded, from inputs still current
     return OK

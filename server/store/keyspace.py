@@ -209,6 +209,7 @@ class Keyspace:
         checked: a cluster has no metadata cache, so what ran is what this run read. ``inputs``: one node only."""
         if self._tags is None:
             return [set_tensors_call(keys, values, empty_is_free, checked, inputs)]
+        assert not inputs, "a cluster's write cannot check inputs on other shards (verifies_inputs)"
         groups: dict[int, tuple[list[bytes], list[bytes]]] = {}
         for key, value in zip(keys, values, strict=True):
             group = groups.setdefault(key_slot(key), ([], []))

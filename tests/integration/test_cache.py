@@ -138,9 +138,59 @@ def test_a_run_on_a_stale_cached_input_is_never_written_but_run_again(
     ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c")
     direct.delete("a")
     direct.rpush("a", "not a tensor")
-    with pytest.raises(redis.ResponseError, match="^WRONGTYPE"):
+    with pytest.raises(redis.ResponseError, match=r"^WRONGTYPE"):
         ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c")
     assert _values(ours, "c") == [2, 4]
+
+
+def test_an_error_computed_from_a_stale_cached_input_is_never_answered(
+        shared_store: tuple[redis.Redis, redis.Redis, redis.Redis], server: RunningServer) -> None:
+    """A run that fails (here on shapes) checks its cached inputs with its counters: one changed meanwhile,
+    and the run is done again on the store's values instead of answering the stale error."""
+    ours, theirs, _direct = shared_store
+    ours.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add())
+    ours.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", ONE_TWO)
+    ours.execute_command("AI.TENSORSET", "b", "FLOAT", 2, "BLOB", ONE_TWO)
+    ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c")
+    ours.execute_command("AI.TENSORSET", "a", "FLOAT", 3, "BLOB", ONE_TWO + ONE_TWO[:4])
+    for _ in range(2):  # the second run takes the 3-element "a" from the cache
+        with pytest.raises(redis.ResponseError, match="size of tensor"):
+            ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c")
+    _drop_pushes(server)
+    assert theirs.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", THREE_FOUR) == b"OK"
+    assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c") == b"OK"
+    assert _values(ours, "c") == [4, 6]
+
+
+def test_a_cached_input_deleted_or_retyped_meanwhile_answers_the_stores_error(
+        shared_store: tuple[redis.Redis, redis.Redis, redis.Redis], server: RunningServer) -> None:
+    """The write's comparison also fails for a key that is gone (GET: nil) or no longer a string (an error):
+    the run is done again, and the error is the store's, with nothing written."""
+    ours, _theirs, direct = shared_store
+    ours.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add())
+
+    def delete() -> None:
+        direct.delete("a")
+
+    def make_a_list() -> None:
+        direct.delete("a")
+        direct.rpush("a", "x")
+
+    for change, error in ((delete, "tensor key is empty"), (make_a_list, r"^WRONGTYPE")):
+        server.server.ctx.store.cache.clear()
+        ours.delete("a")
+        ours.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", ONE_TWO)
+        for _ in range(2):  # the second run takes "a" from the cache
+            ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c")
+        links = [cache.link for cache in server.server.ctx.store.cache._dbs.values()]
+        saved = [link._on_invalidate for link in links]
+        _drop_pushes(server)
+        change()
+        with pytest.raises(redis.ResponseError, match=error):
+            ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c")
+        assert _values(ours, "c") == [2, 4]
+        for link, handler in zip(links, saved, strict=True):
+            link._on_invalidate = handler
 
 
 def test_a_missing_input_is_never_answered_from_the_cache(
@@ -166,7 +216,7 @@ def test_an_input_that_was_not_a_tensor_is_read_again(
     ours.execute_command("AI.TENSORSET", "c", "FLOAT", 2, "BLOB", ONE_TWO)
     ours.set("a", "not a tensor")
     for _ in range(2):
-        with pytest.raises(redis.ResponseError, match="^WRONGTYPE"):
+        with pytest.raises(redis.ResponseError, match=r"^WRONGTYPE"):
             ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c")
     _drop_pushes(server)
     direct.delete("a")
