@@ -20,7 +20,7 @@ from server.ai.state import AIState
 from server.ai.steps import deadline_after, step_samples
 from server.ai.tensor_io import write_outputs
 from server.protocol.reply import OK, Status
-from server.store.atomic import ScriptCall
+from server.store.atomic import STALE_PREFIXES, ScriptCall
 from server.store.keyspace import Keyspace
 
 
@@ -30,7 +30,8 @@ class SingleOp:
 
     ``samples``: AI.INFO counts dim 0 of the first output (models; scripts count none). ``record``: False on
     a model's second run after STALEMODEL (the first was counted). ``digest``: the model's; the write then
-    checks the store still holds that model, and ``again`` (when given) answers instead if it does not.
+    checks the store still holds that model, and ``cached_inputs`` (key, value) that those inputs, taken from
+    the coherent cache, still hold what the run used; ``again`` (when given) answers instead if not.
     """
 
     key: bytes
@@ -43,6 +44,7 @@ class SingleOp:
     samples: bool = False
     record: bool = True
     digest: str | None = None
+    cached_inputs: tuple[tuple[bytes, bytes], ...] = ()
     again: Callable[[], Awaitable[Any]] | None = None
 
 
@@ -62,21 +64,41 @@ async def execute_single_op(ai: AIState, keyspace: Keyspace, op: SingleOp) -> An
     samples = step_samples(run, 0) if op.samples else 0
     counters = ai.record(op.key, run.results[0], samples, keyspace.stats_key) if op.record else []
     if run.timed_out or run.error is not None:
-        await keyspace.run_scripts(counters)
+        current = await _inputs_still_current(keyspace, op, counters)
+        if not current and op.again is not None:  # the error or TIMEDOUT came from an input changed meanwhile
+            return await op.again()
         if run.error is not None:
             raise run.error
         return Status(msgs.TIMEDOUT_STATUS)
     return await _write(keyspace, op, run, counters)
 
 
+async def _inputs_still_current(keyspace: Keyspace, op: SingleOp, counters: list[ScriptCall]) -> bool:
+    """Write ``counters``; when the run took inputs from the coherent cache (and may run again), check them in
+    the same round trip: False if one changed, so that no error computed from a stale value is answered."""
+    if not op.cached_inputs or op.again is None:
+        await keyspace.run_scripts(counters)
+        return True
+    try:
+        await keyspace.set_tensors([], [], also=counters, inputs=op.cached_inputs)
+    except AIError as exc:
+        if exc.message.startswith(STALE_PREFIXES):
+            return False
+        raise
+    return True
+
+
 async def _write(keyspace: Keyspace, op: SingleOp, run: RunInfo, counters: list[ScriptCall]) -> Any:
-    """The outputs and counters in one atomic step; STALEMODEL (another model stored meanwhile) goes to
-    ``op.again`` when there is one."""
+    """The outputs and counters in one atomic step; STALEMODEL / STALEINPUT (another model or input stored
+    meanwhile) goes to ``op.again`` when there is one, as does any other error of a run whose cached inputs
+    changed meanwhile."""
     model = (op.key, op.digest) if op.digest is not None else None
     try:
-        await write_outputs(keyspace, op.outputs, run.slots[len(op.inputs) :], counters, model)
+        await write_outputs(keyspace, op.outputs, run.slots[len(op.inputs) :], counters, model, op.cached_inputs)
     except AIError as exc:
-        if op.again is None or not exc.message.startswith("STALEMODEL"):
+        if op.again is None:
             raise
-        return await op.again()
+        if exc.message.startswith(STALE_PREFIXES) or not await _inputs_still_current(keyspace, op, []):
+            return await op.again()
+        raise  # e.g. an output that cannot be encoded, from inputs still current
     return OK

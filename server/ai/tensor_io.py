@@ -25,6 +25,17 @@ def decode_input(value: Any) -> Tensor:
     return decode_tensor(value)
 
 
+def decode_inputs(values: Sequence[Any], from_cache: Sequence[bool]) -> list[Tensor] | None:
+    """GET replies as input tensors; None when one that came from the coherent cache does not decode (the
+    key's value then may have changed since: the caller reads them from the store, whose errors are true)."""
+    try:
+        return [decode_input(value) for value in values]
+    except AIError:
+        if any(from_cache):
+            return None
+        raise
+
+
 def output_type_checks(keys: list[bytes]) -> list[tuple[bytes, ...]]:
     """The first header bytes of every output key (GETRANGE: "" when missing, WRONGTYPE when not a string)."""
     return [(b"GETRANGE", key, b"0", str(HEADER_SIZE - 1).encode()) for key in keys]
@@ -40,9 +51,11 @@ def check_output_types(replies: list[Any]) -> None:
 
 
 async def write_outputs(keyspace: Keyspace, keys: Sequence[bytes], tensors: list[Any],
-                        counters: Sequence[ScriptCall] = (), model: tuple[bytes, str] | None = None) -> None:
+                        counters: Sequence[ScriptCall] = (), model: tuple[bytes, str] | None = None,
+                        inputs: Sequence[tuple[bytes, bytes]] = ()) -> None:
     """Write every output tensor in one atomic step that checks each key again (an overwrite also drops any
     TTL, as RedisAI's does); WRONGTYPE and nothing written if a key was turned into something else meanwhile.
     The run's AI.INFO ``counters`` go in the same round trip; ``model`` (key, digest): STALEMODEL and nothing
-    written if the store holds another model there now."""
-    await keyspace.set_tensors(keys, [encode_tensor(t) for t in tensors], also=counters, model=model)
+    written if the store holds another model there now; ``inputs`` (key, value) taken from the coherent cache:
+    STALEINPUT and nothing written if one holds another value now."""
+    await keyspace.set_tensors(keys, [encode_tensor(t) for t in tensors], also=counters, model=model, inputs=inputs)

@@ -37,7 +37,7 @@ from server.commands.model_args import parse_modelget_flags, parse_modelset, par
 from server.commands.queued import Queued, answered, at_exec, reads
 from server.commands.script_args import parse_scriptget_flags, parse_scriptset, parse_scriptstore
 from server.protocol.reply import OK
-from server.store.atomic import SET_TENSORS
+from server.store.atomic import set_tensors_call
 
 if TYPE_CHECKING:
     from server.commands.context import Client
@@ -64,7 +64,7 @@ def queue_tensorset(client: Client, argv: list[bytes]) -> Queued:
             raise problem
 
         return reads([argv[1]], tensor.tensor_probe(argv[1]), after_the_check)
-    return Queued((SET_TENSORS, [argv[1]], [b"0", b"", encoded]), lambda _reply: OK)
+    return Queued(set_tensors_call([argv[1]], [encoded], empty_is_free=False), lambda _reply: OK)
 
 
 def queue_tensorget(client: Client, argv: list[bytes]) -> Queued:

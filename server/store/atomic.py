@@ -59,33 +59,54 @@ end
 """
 
 STALE_MODEL = "STALEMODEL the model changed while it ran"
+STALE_INPUT = "STALEINPUT an input changed while the model ran"
+STALE_PREFIXES = ("STALEMODEL", "STALEINPUT")  # the write found that something a run took from our cache had changed
 
 SET_TENSORS = StoreScript("set_tensors", (_TENSOR_OR_FREE + f"""
 local empty_is_free = ARGV[1] == '1'
 local digests = {{}}
 for digest in string.gmatch(ARGV[2], '%S+') do digests[#digests + 1] = digest end
-local outputs = #KEYS - #digests
+local inputs = tonumber(ARGV[3])
+local outputs = #KEYS - #digests - inputs
 for i, digest in ipairs(digests) do
   local key = KEYS[outputs + i]
   if redis.call('TYPE', key)['ok'] ~= 'hash' or redis.call('HGET', key, 'digest') ~= digest then
     return redis.error_reply('{STALE_MODEL}')
   end
 end
+for i = 1, inputs do
+  if redis.pcall('GET', KEYS[outputs + #digests + i]) ~= ARGV[3 + outputs + i] then
+    return redis.error_reply('{STALE_INPUT}')
+  end
+end
 for i = 1, outputs do
   if not tensor_or_free(KEYS[i], empty_is_free) then return {_WRONGTYPE} end
 end
-for i = 1, outputs do redis.call('SET', KEYS[i], ARGV[i + 2]) end
+for i = 1, outputs do redis.call('SET', KEYS[i], ARGV[i + 3]) end
 return redis.status_reply('OK')
 """).encode())
 """KEYS: tensor keys, then (one per digest in ARGV[2]) the keys of the objects the tensors were computed with
-(a model; a stored graph and its models and scripts); ARGV[1]: '1' when a key holding an empty string may be
-replaced (outputs of a run, as RedisAI's), '0' when that is WRONGTYPE (AI.TENSORSET); ARGV[2]: those objects'
-digests as the run knew them, separated by spaces, or ''; ARGV[3..]: the encoded tensors. WRONGTYPE (and
-nothing written) if any key holds something else than a tensor; STALEMODEL (nothing written) if an object is
-no longer the one that ran — its metadata came from our cache, and the run is done again with what the
+(a model; a stored graph and its models and scripts), then (ARGV[3] of them) input tensor keys whose values the
+run took from our cache. ARGV[1]: '1' when a key holding an empty string may be replaced (outputs of a run, as
+RedisAI's), '0' when that is WRONGTYPE (AI.TENSORSET); ARGV[2]: those objects' digests as the run knew them,
+separated by spaces, or ''; ARGV[3]: how many input keys follow the object keys; ARGV[4..]: the encoded
+tensors, then the input values the run used. WRONGTYPE (and nothing written) if any key holds something else
+than a tensor; STALEMODEL (nothing written) if an object is no longer the one that ran, STALEINPUT if an input
+no longer holds the value the run used — both came from our cache, and the run is done again with what the
 store holds now. Every SET drops a TTL, as RedisAI's overwrite does."""
 
 ScriptCall = tuple[StoreScript, list[bytes], list[bytes]]
+
+def set_tensors_call(keys: Sequence[bytes], values: Sequence[bytes], empty_is_free: bool = True,
+                     checked: Sequence[tuple[bytes, str]] = (),
+                     inputs: Sequence[tuple[bytes, bytes]] = ()) -> ScriptCall:
+    """SET_TENSORS of ``values`` at ``keys``: ``checked`` (key, digest) objects and ``inputs`` (key, value) a
+    run took from our cache are checked first (see SET_TENSORS)."""
+    digests = " ".join(digest for _key, digest in checked).encode()
+    return (SET_TENSORS, [*keys, *(key for key, _digest in checked), *(key for key, _value in inputs)],
+            [b"1" if empty_is_free else b"0", digests, str(len(inputs)).encode(), *values,
+             *(value for _key, value in inputs)])
+
 
 STATS_PREFIX = b"__redisai_stats__:"
 STAT_FIELDS = (b"calls", b"duration", b"samples", b"errors")

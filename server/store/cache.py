@@ -20,10 +20,12 @@ How it stays coherent:
 
 That is not enough across servers: the store may send the writer its reply before it sends us the push
 (under load, measured: a read through us right after a write through another server saw the old value).
-So the cache holds only what a later step can check: model metadata. Every output write of a run checks,
-inside the store's write script, that the model still has the digest the run used (STALEMODEL otherwise,
-nothing written, and the run is done again with the store's metadata). Tensors are never cached: a read
-must see a write that any server acknowledged.
+So the cache serves only what a later step checks: model metadata, and the small input tensors of a run
+(AI.MODELEXECUTE on one node). Every output write of a run checks, inside the store's write script, that the
+model still has the digest the run used (STALEMODEL otherwise) and that every input the run took from here
+still holds the value it used (STALEINPUT, compared byte for byte); then nothing is written and the run is done
+again with what the store holds. A command that answers a tensor (AI.TENSORGET, a DAG's LOAD) always reads
+the store: there is no later step to check it against. GET entries over TENSOR_ENTRY_LIMIT are not kept.
 
 The budget bounds the bytes held over every database together (least recently used first out); values
 over a quarter of it are never cached. ``--cache-mb 0`` turns the cache off.
@@ -66,6 +68,9 @@ READ_ONLY = frozenset(
 # Commands that can change keys they do not name as arguments: relaying them drops everything.
 TOUCHES_UNNAMED = frozenset(b"flushall flushdb swapdb function debug script".split())
 KEY_NAME_LIMIT = 4096  # longer arguments are values, not key names worth a lookup
+# A cached input is sent back to the store with the run's output write, which compares it with the key's
+# value: worth it while that costs less than reading the key would.
+TENSOR_ENTRY_LIMIT = 64 * 1024
 
 
 class TrackingRefused(AIError):
@@ -197,7 +202,7 @@ class DatabaseCache:
 
     def remember(self, entry: tuple[bytes, ...], key: bytes, value: Any, size: int) -> None:
         self.forget_entry(entry)
-        if size > self._budget.limit // 4:
+        if size > self._budget.limit // 4 or (entry[0] == b"GET" and size > TENSOR_ENTRY_LIMIT):
             return
         self._entries[entry] = (value, size)
         self._by_key.setdefault(key, set()).add(entry)
@@ -280,15 +285,19 @@ class TrackedCache:
             found = self._dbs[db] = DatabaseCache(self.address, db, self._budget)
         return found
 
-    async def read_many(self, db: int, commands: Sequence[tuple[bytes, ...]]) -> list[Any]:
+    async def read_many(self, db: int, commands: Sequence[tuple[bytes, ...]],
+                        hits: list[bool] | None = None) -> list[Any]:
         """GET key / HMGET key field... replies, from the cache where it holds them and is up to date, the rest
-        in one round trip over the tracking connection (and cached when the key has no TTL)."""
+        in one round trip over the tracking connection (and cached when the key has no TTL). ``hits``, when
+        given, gets one flag per command: whether its reply came from the cache."""
         cache = self._db(db)
         replies: list[Any] = [None] * len(commands)
         misses: list[int] = []
         trusted = not cache.link.busy and not cache.link.has_unread_data()  # else pushes may be on their way
         for index, command in enumerate(commands):
             hit, value = cache.lookup(command) if trusted else (False, None)
+            if hits is not None:
+                hits.append(hit)
             if hit:
                 replies[index] = value
             else:

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from backends import errors as msgs
 from backends.errors import AIError, raise_if_unavailable
-from server.store.atomic import SCRIPTS, SET_TENSORS, STATS_PREFIX, ScriptCall, StoreScript, stats_key
+from server.store.atomic import SCRIPTS, STATS_PREFIX, ScriptCall, StoreScript, set_tensors_call, stats_key
 from server.store.cache import TrackedCache, TrackingRefused
 from server.store.cluster_keys import SlotTags, key_slot
 
@@ -92,17 +92,23 @@ class Keyspace:
     def caching(self) -> bool:
         return self._cache is not None and self._cache.enabled
 
-    async def read_through(self, commands: Sequence[tuple[bytes, ...]]) -> list[Any]:
+    async def read_through(self, commands: Sequence[tuple[bytes, ...]], hits: list[bool] | None = None) -> list[Any]:
         """GET / HMGET replies from the coherent cache where it has them, the rest in one round trip
-        (server/store/cache.py); without a cache (or a store that refuses to track keys), one pipeline."""
+        (server/store/cache.py); without a cache (or a store that refuses to track keys), one pipeline.
+        ``hits``, when given, gets one flag per command: whether its reply came from the cache."""
         if self._cache is None or not self._cache.enabled:
-            return await self.pipeline(commands)
+            return await self._read_past_cache(commands, hits)
         try:
-            replies = await self._cache.read_many(self.db, commands)
+            replies = await self._cache.read_many(self.db, commands, hits)
         except TrackingRefused:
-            return await self.pipeline(commands)
+            return await self._read_past_cache(commands, hits)
         raise_if_unavailable(*replies)
         return replies
+
+    async def _read_past_cache(self, commands: Sequence[tuple[bytes, ...]], hits: list[bool] | None) -> list[Any]:
+        if hits is not None:
+            hits[:] = [False] * len(commands)
+        return await self.pipeline(commands)
 
     def known_tensors(self, keys: Sequence[bytes]) -> bool:
         """Whether each key last held a tensor we wrote (a pre-run type check may be skipped; see the cache)."""
@@ -167,18 +173,21 @@ class Keyspace:
 
     async def set_tensors(self, keys: Sequence[bytes], values: Sequence[Arg], empty_is_free: bool = True,
                           also: Sequence[ScriptCall] = (), model: tuple[bytes, str] | None = None,
-                          guards: Sequence[tuple[bytes, str]] = ()) -> None:
+                          guards: Sequence[tuple[bytes, str]] = (),
+                          inputs: Sequence[tuple[bytes, bytes]] = ()) -> None:
         """SET every tensor in one atomic step, or none with WRONGTYPE when a key holds something else (an empty
         string counts as free for run outputs, as in RedisAI; AI.TENSORSET passes ``empty_is_free=False``).
         ``also``: more scripts for the same round trip (a run's AI.INFO counters). ``model``: (key, digest) of
         the model the tensors came from; if the store holds another one now, STALEMODEL and nothing written.
-        ``guards``: more (key, digest) pairs checked alike (a stored graph's objects)."""
-        if not keys:
+        ``guards``: more (key, digest) pairs checked alike (a stored graph's objects). ``inputs``: (key, value)
+        of the inputs a run took from our cache; STALEINPUT and nothing written if one holds another value now
+        (one node only: ``verifies_inputs``)."""
+        if not keys and not inputs:
             await self.run_scripts(also)
             return
         self.forget(keys)
         checked = [*([model] if model is not None else []), *guards]  # read, not written: cached metadata stays
-        heads = self._tensor_writes(keys, to_argv(values), empty_is_free, checked)
+        heads = self._tensor_writes(keys, to_argv(values), empty_is_free, checked, inputs)
         replies = await self.run_scripts([*heads, *also])
         for reply in replies[: len(heads)]:
             if isinstance(reply, AIError):
@@ -186,21 +195,28 @@ class Keyspace:
         if self._cache is not None:
             self._cache.note_written(self.db, keys)
 
+    @property
+    def verifies_inputs(self) -> bool:
+        """Whether a run's inputs may come from the coherent cache: their values are then checked by the
+        output write (one node: the write is one script that can read every input key)."""
+        return self.caching and self._tags is None
+
     def _tensor_writes(self, keys: Sequence[bytes], values: list[bytes], empty_is_free: bool,
-                       checked: Sequence[tuple[bytes, str]]) -> list[ScriptCall]:
+                       checked: Sequence[tuple[bytes, str]],
+                       inputs: Sequence[tuple[bytes, bytes]] = ()) -> list[ScriptCall]:
         """One SET_TENSORS call — or, on a cluster, one per slot of the keys, each atomic on its shard. The
         (key, digest) pairs ``checked`` ride with the keys of their slot; one in a slot with no output is not
-        checked: a cluster has no metadata cache, so what ran is what this run read."""
-        free = b"1" if empty_is_free else b"0"
+        checked: a cluster has no metadata cache, so what ran is what this run read. ``inputs``: one node only."""
         if self._tags is None:
-            return [_set_call(keys, values, free, checked)]
+            return [set_tensors_call(keys, values, empty_is_free, checked, inputs)]
+        assert not inputs, "a cluster's write cannot check inputs on other shards (verifies_inputs)"
         groups: dict[int, tuple[list[bytes], list[bytes]]] = {}
         for key, value in zip(keys, values, strict=True):
             group = groups.setdefault(key_slot(key), ([], []))
             group[0].append(key)
             group[1].append(value)
-        return [_set_call(group_keys, group_values, free, [c for c in checked if key_slot(c[0]) == slot])
-                for slot, (group_keys, group_values) in groups.items()]
+        return [set_tensors_call(slot_keys, slot_values, empty_is_free, [c for c in checked if key_slot(c[0]) == slot])
+                for slot, (slot_keys, slot_values) in groups.items()]
 
     async def write_atomic(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
         """Run ``commands`` as one MULTI/EXEC transaction in one round trip; return EXEC's replies."""
@@ -219,12 +235,6 @@ class Keyspace:
         if result is None or queued_errors:
             raise queued_errors[0] if queued_errors else AIError(msgs.TRANSACTION_ABORTED_MSG)
         return list(result)
-
-
-def _set_call(keys: Sequence[bytes], values: list[bytes], free: bytes,
-              checked: Sequence[tuple[bytes, str]]) -> ScriptCall:
-    digests = " ".join(digest for _key, digest in checked).encode()
-    return SET_TENSORS, [*keys, *(key for key, _digest in checked)], [free, digests, *values]
 
 
 def _no_script(reply: AIError) -> bool:

@@ -51,8 +51,7 @@ def test_a_run_on_stale_cached_metadata_is_never_written_but_run_again(
     ours.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", ONE_TWO)
     ours.execute_command("AI.TENSORSET", "b", "FLOAT", 2, "BLOB", THREE_FOUR)
     ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c")
-    for cache in server.server.ctx.store.cache._dbs.values():
-        cache.link._on_invalidate = lambda keys: None  # the pushes are lost: our cached metadata goes stale
+    _drop_pushes(server)  # our cached metadata goes stale
     theirs.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_mul())
     ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c")
     assert _values(ours, "c") == [3.0, 8.0]
@@ -80,6 +79,162 @@ def test_a_model_restored_through_another_server_is_never_run_stale(
         for _ in range(2):
             assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c") == b"OK"
             assert _values(ours, "c") == expected
+
+
+def _drop_pushes(server: RunningServer) -> None:
+    """Lose every invalidation push from now on: whatever our cache holds goes stale."""
+    for cache in server.server.ctx.store.cache._dbs.values():
+        cache.link._on_invalidate = lambda keys: None
+
+
+def _calls(conn: redis.Redis, key: str) -> int:
+    info = conn.execute_command("AI.INFO", key)
+    return int(info[info.index(b"calls") + 1])
+
+
+def test_repeated_runs_read_their_inputs_from_the_cache_too(server: RunningServer) -> None:
+    conn = server.client()
+    conn.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add())
+    conn.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", ONE_TWO)
+    conn.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c")  # output key now ours
+    before = _hits(conn)
+    for _ in range(5):
+        assert conn.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c") == b"OK"
+        assert _values(conn, "c") == [2, 4]
+    assert _hits(conn) >= before + 4 * 3  # the metadata and both inputs, from the second run on
+
+
+def test_an_input_written_through_another_server_is_never_run_stale(
+        shared_store: tuple[redis.Redis, redis.Redis, redis.Redis]) -> None:
+    ours, theirs, _direct = shared_store
+    ours.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add())
+    for i in range(60):
+        theirs.execute_command("AI.TENSORSET", "a", "FLOAT", 1, "VALUES", i)
+        for _ in range(2):  # the second run may take its input from the cache: still the same value
+            assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c") == b"OK"
+            assert _values(ours, "c") == [2 * i]
+
+
+def test_a_run_on_a_stale_cached_input_is_never_written_but_run_again(
+        shared_store: tuple[redis.Redis, redis.Redis, redis.Redis], server: RunningServer) -> None:
+    """Even with every invalidation lost, the output write compares each input the run took from the cache
+    with what the store holds (STALEINPUT), and the run is done again on the store's values; AI.INFO counts
+    each request once."""
+    ours, theirs, direct = shared_store
+    ours.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add())
+    ours.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", ONE_TWO)
+    for _ in range(2):  # the second run takes "a" from the cache
+        ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c")
+    _drop_pushes(server)
+    theirs.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", THREE_FOUR)
+    assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c") == b"OK"
+    assert _values(ours, "c") == [6, 8]
+    assert _calls(ours, "m") == 3
+    direct.delete("a")
+    with pytest.raises(redis.ResponseError, match="tensor key is empty"):
+        ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c")
+    assert _values(ours, "c") == [6, 8]  # nothing written
+    theirs.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", ONE_TWO)
+    ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c")
+    direct.delete("a")
+    direct.rpush("a", "not a tensor")
+    with pytest.raises(redis.ResponseError, match=r"^WRONGTYPE"):
+        ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c")
+    assert _values(ours, "c") == [2, 4]
+
+
+def test_an_error_computed_from_a_stale_cached_input_is_never_answered(
+        shared_store: tuple[redis.Redis, redis.Redis, redis.Redis], server: RunningServer) -> None:
+    """A run that fails (here on shapes) checks its cached inputs with its counters: one changed meanwhile,
+    and the run is done again on the store's values instead of answering the stale error."""
+    ours, theirs, _direct = shared_store
+    ours.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add())
+    ours.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", ONE_TWO)
+    ours.execute_command("AI.TENSORSET", "b", "FLOAT", 2, "BLOB", ONE_TWO)
+    ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c")
+    ours.execute_command("AI.TENSORSET", "a", "FLOAT", 3, "BLOB", ONE_TWO + ONE_TWO[:4])
+    for _ in range(2):  # the second run takes the 3-element "a" from the cache
+        with pytest.raises(redis.ResponseError, match="size of tensor"):
+            ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c")
+    _drop_pushes(server)
+    assert theirs.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", THREE_FOUR) == b"OK"
+    assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c") == b"OK"
+    assert _values(ours, "c") == [4, 6]
+
+
+def test_a_cached_input_deleted_or_retyped_meanwhile_answers_the_stores_error(
+        shared_store: tuple[redis.Redis, redis.Redis, redis.Redis], server: RunningServer) -> None:
+    """The write's comparison also fails for a key that is gone (GET: nil) or no longer a string (an error):
+    the run is done again, and the error is the store's, with nothing written."""
+    ours, _theirs, direct = shared_store
+    ours.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add())
+
+    def delete() -> None:
+        direct.delete("a")
+
+    def make_a_list() -> None:
+        direct.delete("a")
+        direct.rpush("a", "x")
+
+    for change, error in ((delete, "tensor key is empty"), (make_a_list, r"^WRONGTYPE")):
+        server.server.ctx.store.cache.clear()
+        ours.delete("a")
+        ours.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", ONE_TWO)
+        for _ in range(2):  # the second run takes "a" from the cache
+            ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c")
+        links = [cache.link for cache in server.server.ctx.store.cache._dbs.values()]
+        saved = [link._on_invalidate for link in links]
+        _drop_pushes(server)
+        change()
+        with pytest.raises(redis.ResponseError, match=error):
+            ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c")
+        assert _values(ours, "c") == [2, 4]
+        for link, handler in zip(links, saved, strict=True):
+            link._on_invalidate = handler
+
+
+def test_a_missing_input_is_never_answered_from_the_cache(
+        shared_store: tuple[redis.Redis, redis.Redis, redis.Redis], server: RunningServer) -> None:
+    """"tensor key is empty" has no write to check it: a cached miss is read again from the store."""
+    ours, theirs, _direct = shared_store
+    ours.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add())
+    ours.execute_command("AI.TENSORSET", "c", "FLOAT", 2, "BLOB", ONE_TWO)
+    for _ in range(2):
+        with pytest.raises(redis.ResponseError, match="tensor key is empty"):
+            ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c")
+    _drop_pushes(server)
+    theirs.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", THREE_FOUR)
+    assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c") == b"OK"
+    assert _values(ours, "c") == [6, 8]
+
+
+def test_an_input_that_was_not_a_tensor_is_read_again(
+        shared_store: tuple[redis.Redis, redis.Redis, redis.Redis], server: RunningServer) -> None:
+    """A cached value that does not decode answers no error: it is read again from the store first."""
+    ours, theirs, direct = shared_store
+    ours.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add())
+    ours.execute_command("AI.TENSORSET", "c", "FLOAT", 2, "BLOB", ONE_TWO)
+    ours.set("a", "not a tensor")
+    for _ in range(2):
+        with pytest.raises(redis.ResponseError, match=r"^WRONGTYPE"):
+            ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c")
+    _drop_pushes(server)
+    direct.delete("a")
+    theirs.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", THREE_FOUR)
+    assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c") == b"OK"
+    assert _values(ours, "c") == [6, 8]
+
+
+def test_large_inputs_are_not_cached(server: RunningServer) -> None:
+    """An input is sent back with the write to be compared: over 64 KiB, reading it costs less."""
+    conn = server.client()
+    conn.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add())
+    conn.execute_command("AI.TENSORSET", "big", "FLOAT", 20000, "BLOB", b"\0" * 80000)
+    for _ in range(3):
+        conn.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "big", "big", "OUTPUTS", 1, "c")
+    entries = conn.info("ai")["ai_cache_entries"]
+    conn.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "big", "big", "OUTPUTS", 1, "c")
+    assert conn.info("ai")["ai_cache_entries"] == entries == 1  # the model's metadata only
 
 
 def test_writes_by_clients_of_the_store_itself_are_seen(shared_store: tuple[redis.Redis, redis.Redis, redis.Redis]) -> None:
