@@ -32,10 +32,11 @@ class ClusterStore:
 
     kind = "cluster"
 
-    def __init__(self, url: str, extra_seeds: Sequence[str] = ()) -> None:
+    def __init__(self, url: str, extra_seeds: Sequence[str] = (), node_timeout_ms: int = 3000,
+                 cache_bytes: int = 0) -> None:
         self.address = parse_store_url(url)
         self.default_db = 0
-        self.cluster = ClusterState(self.address, [_seed(s) for s in extra_seeds])
+        self.cluster = ClusterState(self.address, [_seed(s) for s in extra_seeds], node_timeout_ms)
         self.cache = TrackedCache(self.address, 0)  # disabled: see the module docstring
         self._link = ClusterLink(self.cluster)
         self._relay = ClusterSharedRelay(self.cluster)
@@ -62,6 +63,7 @@ class ClusterStore:
     async def close(self) -> None:
         self.cache.close()
         self.cluster.close()
+        await self.cluster.stopped()
 
     def describe(self) -> str:
         primaries = len(self.cluster.topology.primaries)
