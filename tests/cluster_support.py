@@ -15,6 +15,7 @@ from pathlib import Path
 
 import redis
 
+from server.store.cluster_keys import key_slot
 from server.store.process import find_store_binary
 from tests.support import wait_for_port, wait_until
 
@@ -167,6 +168,28 @@ def _wait_replicas_synced(cluster: LocalCluster, expected: int, timeout: float =
 
     if not wait_until(lambda: linked() >= expected, timeout):
         raise TimeoutError("the replicas did not sync with their primaries")
+
+
+def owner(cluster: LocalCluster, key: bytes | str) -> ClusterNode:
+    return cluster.node_of_slot(key_slot(key.encode() if isinstance(key, str) else key))
+
+
+def keys_on_three_shards(cluster: LocalCluster, prefix: str) -> list[str]:
+    """Three key names whose slots are served by three different primaries."""
+    found: dict[int, str] = {}
+    for number in range(1000):
+        name = f"{prefix}{number}"
+        found.setdefault(owner(cluster, name).port, name)
+        if len(found) == 3:
+            return list(found.values())
+    raise LookupError("no keys on three shards")
+
+
+def assign_slot(cluster: LocalCluster, slot: int, node: ClusterNode) -> None:
+    """Hand an (empty) ``slot`` to ``node``, on every primary, behind the servers' backs."""
+    node_id = node.client().execute_command("CLUSTER", "MYID")
+    for primary in cluster.primaries():
+        primary.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", node_id)
 
 
 def writes_tensor(conn: redis.Redis, key: str, value: int) -> bool:

@@ -152,6 +152,20 @@ class TrackingLink:
         self._pending.fail_all(AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc or "connection closed")))
         self._on_lost()
 
+    def oldest_pending(self) -> object | None:
+        """The read waiting longest for its replies (None: none waits); a cluster's watchdog looks at it."""
+        return self._pending.oldest()
+
+    def abort(self, detail: str) -> None:
+        """Give up on the connection (its node stopped answering): the reads waiting get the error, the
+        database's cache is dropped as for a lost connection, and the next miss connects anew."""
+        upstream, self._upstream = self._upstream, None
+        self._poll = None
+        if upstream is not None:
+            upstream.abandon()
+        self._pending.fail_all(AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=detail)))
+        self._on_lost()
+
     def has_unread_data(self) -> bool:
         """Whether pushes may wait in our socket, unread by the loop yet (a zero-timeout poll)."""
         if self._poll is None:

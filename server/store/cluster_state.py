@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from backends import errors as msgs
 from backends.errors import AIError
 from server.store.cluster_keys import KeyFinder, SlotTags
 from server.store.cluster_topology import Topology, node_address, parse_shards, parse_slots
-from server.store.cluster_watch import HungNodeWatch
+from server.store.cluster_watch import HungNodeWatch, Watched
 from server.store.redis import RedisLink, SharedRelay
 from server.store.upstream import StoreAddress
 
@@ -60,6 +60,11 @@ class ClusterState:
         self._refreshed_at = 0.0
         self.watch = HungNodeWatch(node_timeout_ms, lambda _address: self.request_refresh())
         self._on_change: list[Callable[[], None]] = []
+        self._watched: list[Callable[[], Iterable[tuple[StoreAddress, Watched]]]] = []
+
+    def watch_too(self, source: Callable[[], Iterable[tuple[StoreAddress, Watched]]]) -> None:
+        """More connections for the hung-node watchdog (the metadata cache's tracking connections)."""
+        self._watched.append(source)
 
     def on_change(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` whenever the map read differs from the one before (slots moved, a failover)."""
@@ -128,7 +133,8 @@ class ClusterState:
         while True:
             await asyncio.sleep(self.watch.tick_s)
             self.watch.check([*((node_address(self.seed, *where), link) for where, link in self._links.items()),
-                              *((node_address(self.seed, *where), relay) for where, relay in self._relays.items())])
+                              *((node_address(self.seed, *where), relay) for where, relay in self._relays.items()),
+                              *(channel for source in self._watched for channel in source())])
 
     async def _refresh_quietly(self) -> None:
         wait = self._refreshed_at + REFRESH_GAP_S - time.monotonic()

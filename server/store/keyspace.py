@@ -189,8 +189,8 @@ class Keyspace:
     def _tensor_writes(self, keys: Sequence[bytes], values: list[bytes], empty_is_free: bool,
                        checked: Sequence[tuple[bytes, str]]) -> list[ScriptCall]:
         """One SET_TENSORS call — or, on a cluster, one per slot of the keys, each atomic on its shard. The
-        (key, digest) pairs ``checked`` ride with the keys of their slot; one in a slot with no output is not
-        checked: a cluster has no metadata cache, so what ran is what this run read."""
+        (key, digest) pairs ``checked`` ride with the keys of their slot; those in a slot with no output are
+        checked on their own shard in the same round trip (``_checks_alone``)."""
         free = b"1" if empty_is_free else b"0"
         if self._tags is None:
             return [_set_call(keys, values, free, checked)]
@@ -199,8 +199,9 @@ class Keyspace:
             group = groups.setdefault(key_slot(key), ([], []))
             group[0].append(key)
             group[1].append(value)
-        return [_set_call(group_keys, group_values, free, [c for c in checked if key_slot(c[0]) == slot])
-                for slot, (group_keys, group_values) in groups.items()]
+        calls = [_set_call(group_keys, group_values, free, [c for c in checked if key_slot(c[0]) == slot])
+                 for slot, (group_keys, group_values) in groups.items()]
+        return calls + _checks_alone([c for c in checked if key_slot(c[0]) not in groups], free)
 
     async def write_atomic(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
         """Run ``commands`` as one MULTI/EXEC transaction in one round trip; return EXEC's replies."""
@@ -225,6 +226,16 @@ def _set_call(keys: Sequence[bytes], values: list[bytes], free: bytes,
               checked: Sequence[tuple[bytes, str]]) -> ScriptCall:
     digests = " ".join(digest for _key, digest in checked).encode()
     return SET_TENSORS, [*keys, *(key for key, _digest in checked)], [free, digests, *values]
+
+
+def _checks_alone(checked: Sequence[tuple[bytes, str]], free: bytes) -> list[ScriptCall]:
+    """SET_TENSORS with no tensor, one per slot: only its objects' digests are checked (STALEMODEL when one
+    changed), on the shard that holds them, alongside the outputs' writes on the others (docs/deployment.md,
+    "Redis Cluster": what a STALEMODEL there means for those writes)."""
+    by_slot: dict[int, list[tuple[bytes, str]]] = {}
+    for pair in checked:
+        by_slot.setdefault(key_slot(pair[0]), []).append(pair)
+    return [_set_call([], [], free, pairs) for pairs in by_slot.values()]
 
 
 def _no_script(reply: AIError) -> bool:
