@@ -31,7 +31,7 @@ from typing import Any
 
 from backends import errors as msgs
 from backends.errors import AIError
-from server.store.cache import DatabaseCache, TrackedCache
+from server.store.cache import DatabaseCache, TrackedCache, TrackingRefused
 from server.store.cluster_keys import key_slot
 from server.store.cluster_link import ClusterLink
 from server.store.cluster_state import ClusterState, is_redirect
@@ -79,20 +79,29 @@ class ClusterCache(TrackedCache):
         groups: dict[int, list[int]] = {}
         for index, command in enumerate(commands):
             groups.setdefault(self._number(command[1]), []).append(index)
-        if len(groups) == 1 and UNROUTED not in groups:
-            replies = await TrackedCache.read_many(self, next(iter(groups)), commands)
-        else:
-            replies = [None] * len(commands)
-            parts = await asyncio.gather(*(self._read_group(number, [commands[i] for i in indices])
-                                           for number, indices in groups.items()))
-            for indices, answers in zip(groups.values(), parts, strict=True):
-                for index, answer in zip(indices, answers, strict=True):
-                    replies[index] = answer
+        try:
+            replies = await self._read_groups(commands, groups)
+        except TrackingRefused:
+            raise
+        except AIError:
+            self._cluster.request_refresh()  # a node's tracking connection lost: a replica may be taking over
+            raise
         again = [i for i, reply in enumerate(replies) if _moved_on(reply)]
         if again:
             self._cluster.request_refresh()
             answers = await self._link.pipeline([list(commands[i]) for i in again])
             for index, answer in zip(again, answers, strict=True):
+                replies[index] = answer
+        return replies
+
+    async def _read_groups(self, commands: Sequence[tuple[bytes, ...]], groups: dict[int, list[int]]) -> list[Any]:
+        if len(groups) == 1 and UNROUTED not in groups:
+            return await TrackedCache.read_many(self, next(iter(groups)), commands)
+        replies: list[Any] = [None] * len(commands)
+        parts = await asyncio.gather(*(self._read_group(number, [commands[i] for i in indices])
+                                       for number, indices in groups.items()))
+        for indices, answers in zip(groups.values(), parts, strict=True):
+            for index, answer in zip(indices, answers, strict=True):
                 replies[index] = answer
         return replies
 
