@@ -8,7 +8,7 @@ command is the same one for a whole timeout is aborted: the commands waiting on 
 ``ERR backing store unavailable: redis://host:port: no answer within N ms …`` (naming the node), the next
 command connects anew instead of queueing behind them, and ``on_hung`` (a map refresh) is called. Nothing is
 done per command: a tick looks at one reference per connection, so the timeout costs the request path nothing;
-a command is given up on between one and one and a quarter timeouts after it was sent.
+a command is given up on between one and about one and a half timeouts after it was sent.
 """
 
 from __future__ import annotations
