@@ -127,7 +127,12 @@ class TrackingLink:
         except (OSError, ConnectionError) as exc:
             raise AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc)) from exc
         upstream.on_reply = self._on_reply
-        for reply in await self._send(upstream, [[b"HELLO", b"3"], [b"CLIENT", b"TRACKING", b"ON"]]):
+        try:
+            replies = await self._send(upstream, [[b"HELLO", b"3"], [b"CLIENT", b"TRACKING", b"ON"]])
+        except AIError:
+            upstream.abandon()  # aborted by a cluster's watchdog (a hung node): its loss must not reach us later
+            raise
+        for reply in replies:
             if isinstance(reply, AIError):
                 upstream.close()
                 raise TrackingRefused(msgs.TRACKING_REFUSED_FMT.format(detail=reply.message))
