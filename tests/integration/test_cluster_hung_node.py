@@ -36,6 +36,7 @@ def test_a_hung_node_answers_an_error_naming_it_and_the_other_shards_go_on(small
     cluster = small_cluster
     victim, other = cluster.primaries()[1], cluster.primaries()[0]
     hung_key, live_key = _key_on(cluster, victim.port, "hung"), _key_on(cluster, other.port, "live")
+    hung_model = _key_on(cluster, victim.port, "model")  # never stored: its metadata read misses the cache
     config = Config(port=0, redis_url=cluster.seed_url, shutdown_timeout=2.0,
                     cluster_node_timeout_ms=NODE_TIMEOUT_MS)
     with running_server(config) as server:
@@ -68,6 +69,9 @@ def test_a_hung_node_answers_an_error_naming_it_and_the_other_shards_go_on(small
             named = f"({node}|slot {key_slot(hung_key.encode())})"
             with pytest.raises(redis.ResponseError, match=named):
                 client.execute_command("AI.TENSORSET", hung_key, "INT64", 1, "VALUES", 3)
+            # a model whose metadata is not cached: the cache's tracking read to the node is bounded too
+            with pytest.raises(redis.ResponseError, match=named):
+                client.execute_command("AI.MODELEXECUTE", hung_model, "INPUTS", 1, live_key, "OUTPUTS", 1, live_key)
             # relayed (non-AI) commands of a session-less client: the same bound
             with pytest.raises(redis.ResponseError, match=named):
                 relayed.get(hung_key)
