@@ -6,9 +6,8 @@ Usage: python -m bench.cluster_bench [--requests N]
 For AI.TENSORSET, AI.TENSORGET and AI.MODELEXECUTE (the 64→128→10 MLP, TORCH; the model, its input and its
 output on three different shards of the cluster, then all three in one slot), prints requests/s, p50/p99,
 our server's CPU µs per request (and the store nodes' together), and the ratio to one node of our CPU per
-request. The cluster keeps
-no metadata cache (server/store/cluster.py), so one node is measured with its default cache and with
-``--cache-mb 0`` too: the second ratio is the routing alone.
+request. Each store is measured with its default metadata cache (on a cluster: one tracking connection per
+primary, server/store/cluster_cache.py) and with ``--cache-mb 0``; the ratios are to one node with its cache.
 """
 
 from __future__ import annotations
@@ -87,13 +86,16 @@ def run(requests: int, extra: list[str]) -> None:
         uncached = _measure_all(url, pids, requests, "--cache-mb", "0", *extra)
     with local_cluster(primaries=3, replicas=0) as cluster:
         spread = {cluster.node_of_slot(key_slot(k)).port for k in (b"model3", b"in0", b"out2")}
-        clustered = _measure_all(cluster.seed_url, [n.proc.pid for n in cluster.nodes], requests, *extra)
+        pids = [n.proc.pid for n in cluster.nodes]
+        clustered = _measure_all(cluster.seed_url, pids, requests, *extra)
+        clustered_bare = _measure_all(cluster.seed_url, pids, requests, "--cache-mb", "0", *extra)
     table = []
-    for (name, one, one_store), (_, bare, bare_store), (_, many, many_store) in zip(single, uncached, clustered,
-                                                                                   strict=True):
-        table.append([name, "one node", *one.cells(), f"{one_store:.1f}", ""])
-        table.append(["", "one, no cache", *bare.cells(), f"{bare_store:.1f}", f"{bare.cpu_us / one.cpu_us:.2f}x"])
-        table.append(["", "cluster", *many.cells(), f"{many_store:.1f}", f"{many.cpu_us / one.cpu_us:.2f}x"])
+    for rows in zip(single, uncached, clustered, clustered_bare, strict=True):
+        name, one, _ = rows[0]
+        for label, (_, measured, store_us) in zip(("one node", "one, no cache", "cluster", "cluster, no cache"),
+                                                  rows, strict=True):
+            ratio = f"{measured.cpu_us / one.cpu_us:.2f}x" if label != "one node" else ""
+            table.append([name if label == "one node" else "", label, *measured.cells(), f"{store_us:.1f}", ratio])
     print_table(f"Routing over a 3-primary cluster (model, input and output on {len(spread)} shards), 50 clients; "
                 "CPU: our server, then the store nodes together",
                 ["command", "store", *CELL_NAMES, "store CPU us/req", "ours cluster/one"], table)

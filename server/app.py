@@ -125,7 +125,9 @@ class Server:
             if not isinstance(store, RedisStore) or store.kind != "redis" or not await store.cluster_enabled():
                 return
             await store.close()
-        self.ctx.store = ClusterStore(self.config.redis_url, self.config.cluster_seeds.replace(",", " ").split())
+        self.ctx.store = ClusterStore(self.config.redis_url, self.config.cluster_seeds.replace(",", " ").split(),
+                                      node_timeout_ms=self.config.cluster_node_timeout_ms,
+                                      cache_bytes=self.config.cache_mb * 1024 * 1024)
         await self.ctx.store.start()
 
     async def _listen(self) -> None:

@@ -36,6 +36,7 @@ HOT_MODULES: tuple[str, ...] = (
     "server.store.cluster_relay",
     "server.store.cluster_fanout",
     "server.store.cache",
+    "server.store.cluster_cache",
     "server.store.atomic",
     "server.commands.args",
     "server.commands.tensor",

@@ -123,6 +123,9 @@ OPTIONS: tuple[Option, ...] = (
            "Empty (the default) starts an embedded store: a valkey-server child on a private unix socket."),
     Option("cluster-seeds", _node_list, "", "More nodes of the Redis Cluster --redis-url points at (host:port, "
            "comma separated), asked for the slot map when that node is down. A cluster is detected by itself."),
+    Option("cluster-node-timeout-ms", _positive_int, 3000, "Cluster only: a node that leaves a command unanswered "
+           "this long is given up on: its commands answer an error naming it, its connection is reset and the "
+           "slot map read again (a hung or partitioned primary never hangs a client)."),
     Option("dir", _text, "", "Embedded store only: keep its data in this directory (AOF, appendfsync everysec, "
            "and RDB), so a restart finds every key. Empty (the default): nothing is written to disk."),
     Option("store-bin", _text, "", "Embedded store only: the valkey-server or redis-server binary to run. "
@@ -180,6 +183,7 @@ class Config:
     unixsocket: str = ""
     redis_url: str = ""
     cluster_seeds: str = ""
+    cluster_node_timeout_ms: int = 3000
     dir: str = ""
     store_bin: str = ""
     cache_mb: int = 64

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import redis
 
+from server.store.cluster_keys import key_slot
 from server.store.process import find_store_binary
 from tests.support import wait_for_port, wait_until
 
@@ -95,14 +96,15 @@ def _state_ok(node: ClusterNode) -> bool:
     return "cluster_state:ok" in (info.decode() if isinstance(info, bytes) else str(info))
 
 
-def _start_node(workdir: Path, port: int) -> ClusterNode:
+def _start_node(workdir: Path, port: int, full_coverage: bool = True) -> ClusterNode:
     binary = find_store_binary("")
     node_dir = workdir / str(port)
     node_dir.mkdir()
     proc = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
          "--cluster-config-file", str(node_dir / "nodes.conf"), "--cluster-node-timeout", "1000",
-         "--save", "", "--appendonly", "no", "--dir", str(node_dir), "--protected-mode", "no"],
+         "--save", "", "--appendonly", "no", "--dir", str(node_dir), "--protected-mode", "no",
+         "--cluster-require-full-coverage", "yes" if full_coverage else "no"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for_port(port)
     return ClusterNode(port, proc)
@@ -139,13 +141,14 @@ def _cli_binary() -> str:
 
 
 @contextmanager
-def local_cluster(primaries: int = 3, replicas: int = 1) -> Iterator[LocalCluster]:
-    """``primaries`` primaries, each with ``replicas`` replicas, all slots covered, cluster_state:ok."""
+def local_cluster(primaries: int = 3, replicas: int = 1, full_coverage: bool = True) -> Iterator[LocalCluster]:
+    """``primaries`` primaries, each with ``replicas`` replicas, all slots covered, cluster_state:ok.
+    ``full_coverage=False``: the other shards keep serving while one primary is down (a test that stops one)."""
     workdir = Path(tempfile.mkdtemp(prefix="redisai-cluster-"))
     cluster = LocalCluster()
     try:
         for _ in range(primaries * (1 + replicas)):
-            cluster.nodes.append(_start_node(workdir, _cluster_port()))
+            cluster.nodes.append(_start_node(workdir, _cluster_port(), full_coverage))
         subprocess.run([_cli_binary(), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in cluster.nodes),
                         "--cluster-replicas", str(replicas), "--cluster-yes"],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
@@ -165,6 +168,28 @@ def _wait_replicas_synced(cluster: LocalCluster, expected: int, timeout: float =
 
     if not wait_until(lambda: linked() >= expected, timeout):
         raise TimeoutError("the replicas did not sync with their primaries")
+
+
+def owner(cluster: LocalCluster, key: bytes | str) -> ClusterNode:
+    return cluster.node_of_slot(key_slot(key.encode() if isinstance(key, str) else key))
+
+
+def keys_on_three_shards(cluster: LocalCluster, prefix: str) -> list[str]:
+    """Three key names whose slots are served by three different primaries."""
+    found: dict[int, str] = {}
+    for number in range(1000):
+        name = f"{prefix}{number}"
+        found.setdefault(owner(cluster, name).port, name)
+        if len(found) == 3:
+            return list(found.values())
+    raise LookupError("no keys on three shards")
+
+
+def assign_slot(cluster: LocalCluster, slot: int, node: ClusterNode) -> None:
+    """Hand an (empty) ``slot`` to ``node``, on every primary, behind the servers' backs."""
+    node_id = node.client().execute_command("CLUSTER", "MYID")
+    for primary in cluster.primaries():
+        primary.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", node_id)
 
 
 def writes_tensor(conn: redis.Redis, key: str, value: int) -> bool:

@@ -132,7 +132,12 @@ class TrackingLink:
         except (OSError, ConnectionError) as exc:
             raise AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc)) from exc
         upstream.on_reply = self._on_reply
-        for reply in await self._send(upstream, [[b"HELLO", b"3"], [b"CLIENT", b"TRACKING", b"ON"]]):
+        try:
+            replies = await self._send(upstream, [[b"HELLO", b"3"], [b"CLIENT", b"TRACKING", b"ON"]])
+        except AIError:
+            upstream.abandon()  # aborted by a cluster's watchdog (a hung node): its loss must not reach us later
+            raise
+        for reply in replies:
             if isinstance(reply, AIError):
                 upstream.close()
                 raise TrackingRefused(msgs.TRACKING_REFUSED_FMT.format(detail=reply.message))
@@ -155,6 +160,20 @@ class TrackingLink:
         self._upstream = None
         self._poll = None
         self._pending.fail_all(AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc or "connection closed")))
+        self._on_lost()
+
+    def oldest_pending(self) -> object | None:
+        """The read waiting longest for its replies (None: none waits); a cluster's watchdog looks at it."""
+        return self._pending.oldest()
+
+    def abort(self, detail: str) -> None:
+        """Give up on the connection (its node stopped answering): the reads waiting get the error, the
+        database's cache is dropped as for a lost connection, and the next miss connects anew."""
+        upstream, self._upstream = self._upstream, None
+        self._poll = None
+        if upstream is not None:
+            upstream.abandon()
+        self._pending.fail_all(AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=detail)))
         self._on_lost()
 
     def has_unread_data(self) -> bool:

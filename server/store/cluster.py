@@ -6,8 +6,8 @@ map, and from then on every key goes to the primary that owns it — AI commands
 (server/store/cluster_relay.py). No hash tags are needed: a model, its inputs and its outputs may live on
 three shards. What that means for atomicity is in docs/deployment.md ("Redis Cluster").
 
-A cluster has only database 0, and no client-side cache here (``--cache-mb`` is not used): each read goes
-to its shard.
+A cluster has only database 0. Model metadata is cached as on one node, with one tracking connection per
+primary (server/store/cluster_cache.py); tensors are always read from their shard.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from backends import errors as msgs
 from backends.errors import AIError
 from server.store.cache import TrackedCache
+from server.store.cluster_cache import ClusterCache
 from server.store.cluster_keys import SlotTags
 from server.store.cluster_link import ClusterLink
 from server.store.cluster_relay import ClusterSession, ClusterSharedRelay
@@ -32,12 +33,13 @@ class ClusterStore:
 
     kind = "cluster"
 
-    def __init__(self, url: str, extra_seeds: Sequence[str] = ()) -> None:
+    def __init__(self, url: str, extra_seeds: Sequence[str] = (), node_timeout_ms: int = 3000,
+                 cache_bytes: int = 0) -> None:
         self.address = parse_store_url(url)
         self.default_db = 0
-        self.cluster = ClusterState(self.address, [_seed(s) for s in extra_seeds])
-        self.cache = TrackedCache(self.address, 0)  # disabled: see the module docstring
+        self.cluster = ClusterState(self.address, [_seed(s) for s in extra_seeds], node_timeout_ms)
         self._link = ClusterLink(self.cluster)
+        self.cache: TrackedCache = ClusterCache(self.cluster, self._link, cache_bytes)
         self._relay = ClusterSharedRelay(self.cluster)
 
     @property
@@ -62,6 +64,7 @@ class ClusterStore:
     async def close(self) -> None:
         self.cache.close()
         self.cluster.close()
+        await self.cluster.stopped()
 
     def describe(self) -> str:
         primaries = len(self.cluster.topology.primaries)

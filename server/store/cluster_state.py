@@ -4,20 +4,23 @@ one shared relay per primary, and the refresh that follows the cluster after MOV
 A refresh asks the known primaries, then the seeds, for CLUSTER SHARDS (CLUSTER SLOTS on a store too old for
 it); one runs at a time, and a burst of MOVED replies costs one. Redirect replies are recognised here too:
 ``MOVED slot host:port`` (the slot moved for good: refresh, then go there) and ``ASK slot host:port`` (a slot
-in migration: that one command goes there after ASKING).
+in migration: that one command goes there after ASKING). A node that leaves a command unanswered too long is
+given up on (server/store/cluster_watch.py); ``on_change`` callbacks hear of every new map (the metadata
+cache drops what it holds: server/store/cluster_cache.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from backends import errors as msgs
 from backends.errors import AIError
 from server.store.cluster_keys import KeyFinder, SlotTags
 from server.store.cluster_topology import Topology, node_address, parse_shards, parse_slots
+from server.store.cluster_watch import HungNodeWatch, Watched
 from server.store.redis import RedisLink, SharedRelay
 from server.store.upstream import StoreAddress
 
@@ -41,7 +44,8 @@ def redirect_target(message: str, sender: StoreAddress) -> tuple[str, StoreAddre
 class ClusterState:
     """The cluster as this server knows it now (see the module docstring)."""
 
-    def __init__(self, seed: StoreAddress, extra_seeds: Sequence[StoreAddress] = ()) -> None:
+    def __init__(self, seed: StoreAddress, extra_seeds: Sequence[StoreAddress] = (),
+                 node_timeout_ms: int = 3000) -> None:
         self.seed = seed
         self._seeds = [node_address(seed, seed.host, seed.port),
                        *(node_address(seed, s.host, s.port) for s in extra_seeds)]
@@ -52,7 +56,19 @@ class ClusterState:
         self._relays: dict[tuple[str, int], SharedRelay] = {}
         self._refresh: asyncio.Task[None] | None = None
         self._periodic: asyncio.Task[None] | None = None
+        self._watching: asyncio.Task[None] | None = None
         self._refreshed_at = 0.0
+        self.watch = HungNodeWatch(node_timeout_ms, lambda _address: self.request_refresh())
+        self._on_change: list[Callable[[], None]] = []
+        self._watched: list[Callable[[], Iterable[tuple[StoreAddress, Watched]]]] = []
+
+    def watch_too(self, source: Callable[[], Iterable[tuple[StoreAddress, Watched]]]) -> None:
+        """More connections for the hung-node watchdog (the metadata cache's tracking connections)."""
+        self._watched.append(source)
+
+    def on_change(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` whenever the map read differs from the one before (slots moved, a failover)."""
+        self._on_change.append(callback)
 
     @property
     def tags(self) -> SlotTags:
@@ -90,6 +106,7 @@ class ClusterState:
     async def start(self) -> None:
         await self.refresh()
         self._periodic = asyncio.get_running_loop().create_task(self._refresh_periodically())
+        self._watching = asyncio.get_running_loop().create_task(self._watch_nodes())
         link = self.link(self.primary_for(None))
         (reply,) = await link.pipeline([[b"COMMAND"]])
         if isinstance(reply, AIError):
@@ -111,6 +128,13 @@ class ClusterState:
         while True:
             await asyncio.sleep(REFRESH_EVERY_S)
             self.request_refresh()
+
+    async def _watch_nodes(self) -> None:
+        while True:
+            await asyncio.sleep(self.watch.tick_s)
+            self.watch.check([*((node_address(self.seed, *where), link) for where, link in self._links.items()),
+                              *((node_address(self.seed, *where), relay) for where, relay in self._relays.items()),
+                              *(channel for source in self._watched for channel in source())])
 
     async def _refresh_quietly(self) -> None:
         wait = self._refreshed_at + REFRESH_GAP_S - time.monotonic()
@@ -136,7 +160,10 @@ class ClusterState:
                 problems.append(f"{address.host}:{address.port}: no answer within {TOPOLOGY_TIMEOUT_S:g}s")
                 continue
             if topology.primaries:
-                self.topology = topology
+                changed, self.topology = topology != self.topology, topology
+                if changed:
+                    for callback in self._on_change:
+                        callback()
                 return
             problems.append(f"{address.host}:{address.port}: no slots assigned")
         raise AIError(msgs.NO_TOPOLOGY_FMT.format(detail="; ".join(dict.fromkeys(problems))))
@@ -149,8 +176,13 @@ class ClusterState:
             raise slots
         return parse_slots(slots, self.seed)
 
+    async def stopped(self) -> None:
+        """Wait for the background tasks ``close`` cancelled to end (none left pending when the loop closes)."""
+        tasks = [task for task in (self._refresh, self._periodic, self._watching) if task is not None]
+        await asyncio.gather(*tasks, return_exceptions=True)
+
     def close(self) -> None:
-        for task in (self._refresh, self._periodic):
+        for task in (self._refresh, self._periodic, self._watching):
             if task is not None:
                 task.cancel()
         for link in self._links.values():

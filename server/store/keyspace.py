@@ -205,8 +205,8 @@ class Keyspace:
                        checked: Sequence[tuple[bytes, str]],
                        inputs: Sequence[tuple[bytes, bytes]] = ()) -> list[ScriptCall]:
         """One SET_TENSORS call — or, on a cluster, one per slot of the keys, each atomic on its shard. The
-        (key, digest) pairs ``checked`` ride with the keys of their slot; one in a slot with no output is not
-        checked: a cluster has no metadata cache, so what ran is what this run read. ``inputs``: one node only."""
+        (key, digest) pairs ``checked`` ride with the keys of their slot; those in a slot with no output are
+        checked on their own shard in the same round trip (``_checks_alone``). ``inputs``: one node only."""
         if self._tags is None:
             return [set_tensors_call(keys, values, empty_is_free, checked, inputs)]
         assert not inputs, "a cluster's write cannot check inputs on other shards (verifies_inputs)"
@@ -215,8 +215,9 @@ class Keyspace:
             group = groups.setdefault(key_slot(key), ([], []))
             group[0].append(key)
             group[1].append(value)
-        return [set_tensors_call(slot_keys, slot_values, empty_is_free, [c for c in checked if key_slot(c[0]) == slot])
-                for slot, (slot_keys, slot_values) in groups.items()]
+        calls = [set_tensors_call(slot_keys, slot_values, empty_is_free, [c for c in checked if key_slot(c[0]) == slot])
+                 for slot, (slot_keys, slot_values) in groups.items()]
+        return calls + _checks_alone([c for c in checked if key_slot(c[0]) not in groups], empty_is_free)
 
     async def write_atomic(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
         """Run ``commands`` as one MULTI/EXEC transaction in one round trip; return EXEC's replies."""
@@ -235,6 +236,16 @@ class Keyspace:
         if result is None or queued_errors:
             raise queued_errors[0] if queued_errors else AIError(msgs.TRANSACTION_ABORTED_MSG)
         return list(result)
+
+
+def _checks_alone(checked: Sequence[tuple[bytes, str]], empty_is_free: bool) -> list[ScriptCall]:
+    """SET_TENSORS with no tensor, one per slot: only its objects' digests are checked (STALEMODEL when one
+    changed), on the shard that holds them, alongside the outputs' writes on the others (docs/deployment.md,
+    "Redis Cluster": what a STALEMODEL there means for those writes)."""
+    by_slot: dict[int, list[tuple[bytes, str]]] = {}
+    for pair in checked:
+        by_slot.setdefault(key_slot(pair[0]), []).append(pair)
+    return [set_tensors_call([], [], empty_is_free, pairs) for pairs in by_slot.values()]
 
 
 def _no_script(reply: AIError) -> bool:

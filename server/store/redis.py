@@ -251,6 +251,18 @@ class SharedRelay:
         self._upstream = None
         self._fail_all(lost_detail(exc, self._address))
 
+    def oldest_pending(self) -> object | None:
+        """The command waiting longest for its reply (None: none waits); a cluster's watchdog looks at it."""
+        return self._fifo[0][0] if self._fifo else None
+
+    def abort(self, detail: str) -> None:
+        """Give up on the connection (its node stopped answering): the commands waiting get the error, and
+        the next command connects anew instead of queueing behind them."""
+        upstream, self._upstream = self._upstream, None
+        if upstream is not None:
+            upstream.abandon()
+        self._fail_all(detail)
+
     def _fail_all(self, detail: str) -> None:
         error = _store_down_reply(detail)
         self._outbox = []
@@ -333,6 +345,19 @@ class RedisLink:
         self._upstream = None
         self._outbox = []
         self._pending.fail_all(AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=lost_detail(exc, self._address))))
+
+    def oldest_pending(self) -> object | None:
+        """The call waiting longest for its replies (None: none waits); a cluster's watchdog looks at it."""
+        return self._pending.oldest()
+
+    def abort(self, detail: str) -> None:
+        """Give up on the connection (its node stopped answering): the calls waiting get the error, and the
+        next call connects anew instead of queueing behind them."""
+        upstream, self._upstream = self._upstream, None
+        self._outbox = []
+        if upstream is not None:
+            upstream.abandon()
+        self._pending.fail_all(AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=detail)))
 
     def shards(self) -> list[RedisLink]:
         return [self]

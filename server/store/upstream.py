@@ -135,6 +135,10 @@ class PendingReplies:
             if not batch.future.done():
                 batch.future.set_result(batch.replies)
 
+    def oldest(self) -> object | None:
+        """The call waiting longest for its replies (None: none waits), for a watchdog to see it still waits."""
+        return self._batches[0] if self._batches else None
+
     def fail_all(self, error: Exception) -> None:
         while self._batches:
             batch = self._batches.popleft()
@@ -173,6 +177,15 @@ class UpstreamProtocol(asyncio.Protocol):
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
+
+    def abandon(self) -> None:
+        """Close without telling the owner (it gave up on this connection and may have made a new one)."""
+        self._on_lost = _ignore_loss
+        self.close()
+
+
+def _ignore_loss(_exc: Exception | None) -> None:
+    return None
 
 
 CONNECT_TIMEOUT_S = 10.0

@@ -16,7 +16,7 @@ import redis
 
 from server.config import Config
 from server.store.cluster_keys import key_slot
-from tests.cluster_support import ClusterNode, LocalCluster, writes_tensor
+from tests.cluster_support import ClusterNode, LocalCluster, assign_slot, keys_on_three_shards, owner, writes_tensor
 from tests.models import torch_add
 from tests.scripts import REDIS_SCRIPT, store_script
 from tests.support import RunningServer, running_server, wait_until
@@ -39,21 +39,6 @@ def client(cluster_server: RunningServer) -> Iterator[redis.Redis]:
     conn = cluster_server.client()
     yield conn
     conn.close()
-
-
-def owner(cluster: LocalCluster, key: bytes | str) -> ClusterNode:
-    return cluster.node_of_slot(key_slot(key.encode() if isinstance(key, str) else key))
-
-
-def keys_on_three_shards(cluster: LocalCluster, prefix: str) -> list[str]:
-    """Three key names whose slots are served by three different primaries."""
-    found: dict[int, str] = {}
-    for number in range(1000):
-        name = f"{prefix}{number}"
-        found.setdefault(owner(cluster, name).port, name)
-        if len(found) == 3:
-            return list(found.values())
-    raise LookupError("no keys on three shards")
 
 
 def test_the_cluster_is_detected_and_every_primary_known(cluster_server: RunningServer,
@@ -216,19 +201,15 @@ def _slot_handed_over(cluster: LocalCluster, key: str) -> Iterator[tuple[Cluster
     slot = key_slot(key.encode())
     source = owner(cluster, key)
     target = next(node for node in cluster.primaries() if node.port != source.port)
-    _assign(cluster, slot, target)
+    assign_slot(cluster, slot, target)
     try:
         assert wait_until(lambda: _owner_port(cluster, key) == target.port)
         yield source, target
     finally:
-        _assign(cluster, slot, source)
+        assign_slot(cluster, slot, source)
         assert wait_until(lambda: _owner_port(cluster, key) == source.port)
 
 
-def _assign(cluster: LocalCluster, slot: int, node: ClusterNode) -> None:
-    node_id = node.client().execute_command("CLUSTER", "MYID")
-    for primary in cluster.primaries():
-        primary.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", node_id)
 
 
 def test_tensors_survive_a_round_trip_through_numpy(cluster: LocalCluster, client: redis.Redis) -> None:

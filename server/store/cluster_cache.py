@@ -1,0 +1,157 @@
+"""The coherent model-metadata cache on a Redis Cluster: the one-node cache (server/store/cache.py), with one
+tracking connection per primary instead of one per database.
+
+Usage: ``ClusterCache(cluster, link, budget_bytes)`` is the cluster store's ``cache``; the keyspace uses it as
+it uses a ``TrackedCache`` (``read_many``, ``forget``, ``invalidate_for`` …; db is always 0).
+
+Each key's entries live in the ``DatabaseCache`` of the primary that serves its slot, filled over that node's
+RESP3 ``CLIENT TRACKING ON`` connection, so that node's invalidation pushes drop them, exactly as on one node.
+Entries are dropped besides:
+
+* when that node's tracking connection drops, or does not answer within ``--cluster-node-timeout-ms`` (the
+  cluster's watchdog aborts it: server/store/cluster_watch.py);
+* all of them when the slot map changes (slots moved, MOVED, a failover): a node that lost a slot no longer
+  tells us of its keys' changes; the connections of nodes that are no longer primaries are closed;
+* by every write this server sends (``invalidate_for`` / ``forget``, over every node's entries).
+
+A read that a node answers with a redirect (MOVED/ASK: the map changed under us) or CLUSTERDOWN is made again
+through the cluster link, which follows it, and the map is read again.
+
+As on one node, that is not enough across servers (another server's write may be acknowledged before its push
+reaches us), so only model metadata is cached and every output write checks the model's digest on the model's
+own shard, in the same round trip as the outputs (server/store/keyspace.py ``_tensor_writes``): STALEMODEL
+makes the run be done again with the store's metadata before the client gets OK (docs/deployment.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from backends import errors as msgs
+from backends.errors import AIError
+from server.store.cache import DatabaseCache, TrackedCache, TrackingRefused
+from server.store.cluster_keys import key_slot
+from server.store.cluster_link import ClusterLink
+from server.store.cluster_state import ClusterState, is_redirect
+from server.store.cluster_watch import Watched
+from server.store.upstream import StoreAddress
+
+UNROUTED = -1  # the node index of a read whose slot no primary serves now: it goes through the cluster link
+
+
+class ClusterCache(TrackedCache):
+    """One ``DatabaseCache`` per primary, by a small number per node (see the module docstring)."""
+
+    def __init__(self, cluster: ClusterState, link: ClusterLink, budget: int) -> None:
+        super().__init__(cluster.seed, budget)
+        self._cluster = cluster
+        self._link = link
+        self._numbers: dict[tuple[str, int], int] = {}
+        self._nodes: dict[int, StoreAddress] = {}
+        cluster.on_change(self._map_changed)
+        cluster.watch_too(self._tracking_links)
+
+    def _db(self, db: int) -> DatabaseCache:
+        """The cache of node number ``db`` (the base class's per-database slot, used per node here)."""
+        found = self._dbs.get(db)
+        if found is None:
+            found = self._dbs[db] = DatabaseCache(self._nodes[db], 0, self._budget)
+        return found
+
+    def _number(self, key: bytes) -> int:
+        """The number of the primary serving ``key`` now (UNROUTED when none does)."""
+        try:
+            address = self._cluster.primary_for(key_slot(key))
+        except AIError:
+            return UNROUTED
+        where = (address.host, address.port)
+        number = self._numbers.get(where)
+        if number is None:
+            number = self._numbers[where] = len(self._numbers)
+            self._nodes[number] = address
+        return number
+
+    async def read_many(self, db: int, commands: Sequence[tuple[bytes, ...]],
+                        hits: list[bool] | None = None) -> list[Any]:
+        """Each command from its key's node's cache (a miss over that node's tracking connection), the nodes
+        in parallel; redirected or unrouted reads through the cluster link. ``hits``: every reply is said to
+        come from the cache (a caller that would check them cannot on a cluster: Keyspace.verifies_inputs)."""
+        if hits is not None:
+            hits[:] = [True] * len(commands)
+        groups: dict[int, list[int]] = {}
+        for index, command in enumerate(commands):
+            groups.setdefault(self._number(command[1]), []).append(index)
+        try:
+            replies = await self._read_groups(commands, groups)
+        except TrackingRefused:
+            raise
+        except AIError:
+            self._cluster.request_refresh()  # a node's tracking connection lost: a replica may be taking over
+            raise
+        again = [i for i, reply in enumerate(replies) if _moved_on(reply)]
+        if again:
+            self._cluster.request_refresh()
+            answers = await self._link.pipeline([list(commands[i]) for i in again])
+            for index, answer in zip(again, answers, strict=True):
+                replies[index] = answer
+        return replies
+
+    async def _read_groups(self, commands: Sequence[tuple[bytes, ...]], groups: dict[int, list[int]]) -> list[Any]:
+        if len(groups) == 1 and UNROUTED not in groups:
+            return await TrackedCache.read_many(self, next(iter(groups)), commands)
+        replies: list[Any] = [None] * len(commands)
+        parts = await asyncio.gather(*(self._read_group(number, [commands[i] for i in indices])
+                                       for number, indices in groups.items()))
+        for indices, answers in zip(groups.values(), parts, strict=True):
+            for index, answer in zip(indices, answers, strict=True):
+                replies[index] = answer
+        return replies
+
+    async def _read_group(self, number: int, commands: list[tuple[bytes, ...]]) -> list[Any]:
+        if number == UNROUTED:
+            return await self._link.pipeline([list(command) for command in commands])
+        return await TrackedCache.read_many(self, number, commands)
+
+    def _existing(self, key: bytes) -> DatabaseCache | None:
+        number = self._number(key)
+        return self._dbs.get(number) if number != UNROUTED else None
+
+    def known_tensors(self, db: int, keys: Sequence[bytes]) -> bool:
+        for key in keys:
+            cache = self._existing(key)
+            if cache is None or key not in cache.written:
+                return False
+        return True
+
+    def note_written(self, db: int, keys: Sequence[bytes]) -> None:
+        if self.enabled:
+            for key in keys:
+                number = self._number(key)
+                if number != UNROUTED:
+                    self._db(number).note_written([key])
+
+    def forget(self, db: int, keys: Sequence[bytes]) -> None:
+        """``keys`` out of every node's entries: an entry may sit with a node that served its slot before."""
+        for cache in self._dbs.values():
+            for key in keys:
+                cache.forget(key)
+
+    def _map_changed(self) -> None:
+        """A new slot map: nothing cached can be trusted to hear of its key's changes any more."""
+        self.clear()
+        primaries = {(address.host, address.port) for address in self._cluster.topology.primaries}
+        for where, number in list(self._numbers.items()):
+            if where not in primaries:
+                cache = self._dbs.pop(number, None)
+                if cache is not None:
+                    cache.link.close()
+
+    def _tracking_links(self) -> Iterable[tuple[StoreAddress, Watched]]:
+        return [(self._nodes[number], cache.link) for number, cache in self._dbs.items()]
+
+
+def _moved_on(reply: Any) -> bool:
+    """A read the node would not answer for its slot (MOVED/ASK, CLUSTERDOWN): the cluster link's to follow."""
+    return is_redirect(reply) or (isinstance(reply, AIError) and reply.message.startswith(msgs.CLUSTERDOWN_PREFIX))

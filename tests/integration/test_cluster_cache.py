@@ -1,0 +1,164 @@
+"""The coherent model-metadata cache on a Redis Cluster (server/store/cluster_cache.py): repeated runs read the
+model's metadata from it, and a model re-stored through another server in front of the same cluster is never
+run stale — even with this server's invalidation pushes lost, and even when the model's slot holds no output
+(its digest is then checked alone on its own shard), and when the model's slot moved meanwhile."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from server.config import Config
+from server.store.cluster_keys import key_slot
+from tests.cluster_support import LocalCluster, assign_slot, keys_on_three_shards, owner
+from tests.models import torch_add, torch_mul
+from tests.support import RunningServer, running_server, wait_until
+
+ONE_TWO = b"\x00\x00\x80?\x00\x00\x00@"  # float32 [1, 2]
+THREE_FOUR = b"\x00\x00@@\x00\x00\x80@"  # float32 [3, 4]
+SUM, PRODUCT = [4.0, 6.0], [3.0, 8.0]
+
+
+@pytest.fixture
+def cluster(redis_cluster: LocalCluster) -> LocalCluster:
+    redis_cluster.flush()
+    return redis_cluster
+
+
+@pytest.fixture
+def servers(cluster: LocalCluster) -> Iterator[tuple[RunningServer, RunningServer]]:
+    """Two servers in front of the one cluster: A (ours) and B (theirs)."""
+    config = Config(port=0, redis_url=cluster.seed_url, shutdown_timeout=2.0)
+    with running_server(config) as ours, running_server(config) as theirs:
+        yield ours, theirs
+
+
+@pytest.fixture
+def layout(cluster: LocalCluster) -> tuple[str, str, str, str]:
+    """The model, the two inputs and the output: the model alone on its shard, no output in its slot."""
+    model, a, c = keys_on_three_shards(cluster, "cc")
+    b = next(f"{a}x{i}" for i in range(1000) if owner(cluster, f"{a}x{i}").port == owner(cluster, a).port)
+    return model, a, b, c
+
+
+def _values(conn: redis.Redis, key: str) -> list[float]:
+    return [float(v) for v in conn.execute_command("AI.TENSORGET", key, "VALUES")]
+
+
+def _info(conn: redis.Redis, name: str) -> int:
+    return int(conn.info("ai")[name])
+
+
+def _inputs(conn: redis.Redis, a: str, b: str) -> None:
+    conn.execute_command("AI.TENSORSET", a, "FLOAT", 2, "BLOB", ONE_TWO)
+    conn.execute_command("AI.TENSORSET", b, "FLOAT", 2, "BLOB", THREE_FOUR)
+
+
+def _run(conn: redis.Redis, model: str, a: str, b: str, c: str) -> None:
+    assert conn.execute_command("AI.MODELEXECUTE", model, "INPUTS", 2, a, b, "OUTPUTS", 1, c) == b"OK"
+
+
+def _lose_pushes(server: RunningServer) -> None:
+    """Every invalidation push to ``server`` is lost from now on: its cached metadata goes stale."""
+    for cache in server.server.ctx.store.cache._dbs.values():
+        cache.link._on_invalidate = lambda keys: None
+
+
+def test_repeated_runs_over_three_shards_read_the_metadata_from_the_cache(
+        servers: tuple[RunningServer, RunningServer], layout: tuple[str, str, str, str]) -> None:
+    model, a, b, c = layout
+    conn = servers[0].client()
+    conn.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
+    _inputs(conn, a, b)
+    before = _info(conn, "ai_cache_hits")
+    for _ in range(5):
+        _run(conn, model, a, b, c)
+    assert _info(conn, "ai_cache_hits") >= before + 4
+    assert _values(conn, c) == SUM
+    assert key_slot(model.encode()) not in {key_slot(k.encode()) for k in (a, b, c)}
+
+
+def test_a_model_restored_through_another_server_is_never_run_stale(
+        servers: tuple[RunningServer, RunningServer], layout: tuple[str, str, str, str]) -> None:
+    model, a, b, c = layout
+    ours, theirs = (server.client() for server in servers)
+    _inputs(ours, a, b)
+    for i in range(20):
+        blob, expected = (torch_add(), SUM) if i % 2 else (torch_mul(), PRODUCT)
+        assert theirs.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", blob) == b"OK"
+        for _ in range(2):
+            _run(ours, model, a, b, c)
+            assert _values(ours, c) == expected
+
+
+def test_with_every_push_lost_the_digest_check_on_the_models_shard_runs_it_again(
+        servers: tuple[RunningServer, RunningServer], layout: tuple[str, str, str, str]) -> None:
+    """The model's slot holds no output: its digest is checked alone on its shard in the write's round trip;
+    STALEMODEL there makes the run be done again with the store's model before OK. AI.INFO counts it once."""
+    model, a, b, c = layout
+    ours, theirs = (server.client() for server in servers)
+    ours.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
+    _inputs(ours, a, b)
+    _run(ours, model, a, b, c)
+    _run(ours, model, a, b, c)  # the metadata is cached now
+    _lose_pushes(servers[0])
+    for i in range(6):
+        blob, expected = (torch_add(), SUM) if i % 2 else (torch_mul(), PRODUCT)
+        theirs.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", blob)
+        _run(ours, model, a, b, c)
+        assert _values(ours, c) == expected
+        info = ours.execute_command("AI.INFO", model)
+        assert info[info.index(b"calls") + 1] == 1  # the re-store zeroed it; the stale run and its redo: once
+
+
+def test_a_lost_tracking_connection_drops_that_nodes_entries(
+        cluster: LocalCluster, servers: tuple[RunningServer, RunningServer],
+        layout: tuple[str, str, str, str]) -> None:
+    model, a, b, c = layout
+    conn = servers[0].client()
+    conn.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
+    _inputs(conn, a, b)
+    _run(conn, model, a, b, c)
+    assert _info(conn, "ai_cache_entries") >= 1
+    node = owner(cluster, model).client()
+    tracking = [c for c in node.client_list() if "t" in c.get("flags", "")]
+    assert tracking, "no tracking connection on the model's node"
+    for entry in tracking:
+        node.client_kill_filter(_id=entry["id"])
+    assert wait_until(lambda: _info(conn, "ai_cache_entries") == 0, timeout=10)
+    _run(conn, model, a, b, c)  # read again over a new tracking connection
+    assert _values(conn, c) == SUM
+
+
+def test_a_changed_slot_map_drops_the_cache_and_the_moved_model_is_not_run_stale(
+        cluster: LocalCluster, servers: tuple[RunningServer, RunningServer]) -> None:
+    """The model's (emptied) slot is handed to another primary behind the servers' backs and a new model is
+    stored there through B, while A's pushes are lost and its map is stale: A's cached entry is wrong, and its
+    digest check goes to the old owner (MOVED), then to the new one (STALEMODEL): the run is done again."""
+    model, a, c = keys_on_three_shards(cluster, "mv")
+    b = a  # one input twice is enough here
+    ours, theirs = (server.client() for server in servers)
+    ours.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
+    ours.execute_command("AI.TENSORSET", a, "FLOAT", 2, "BLOB", ONE_TWO)
+    _run(ours, model, a, b, c)
+    _run(ours, model, a, b, c)
+    assert _values(ours, c) == [2.0, 4.0]
+    _lose_pushes(servers[0])
+    slot = key_slot(model.encode())
+    source = owner(cluster, model)
+    target = next(node for node in cluster.primaries() if node.port not in (source.port, owner(cluster, c).port))
+    source.client().delete(model, *source.client().execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100))
+    assign_slot(cluster, slot, target)
+    try:
+        assert wait_until(lambda: owner(cluster, model).port == target.port)
+        assert theirs.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_mul()) == b"OK"
+        _run(ours, model, a, b, c)
+        assert _values(ours, c) == [1.0, 4.0]
+        assert wait_until(lambda: _info(ours, "ai_cache_entries") <= 1, timeout=10)  # the map changed: dropped
+    finally:
+        target.client().delete(model, *target.client().execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100))
+        assign_slot(cluster, slot, source)
+        assert wait_until(lambda: owner(cluster, model).port == source.port)
+
