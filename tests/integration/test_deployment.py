@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 SERVER_SERVICES = ("redisai", "redisai-replica", "redisai-cluster-1", "redisai-cluster-2")
+# A bound on a server start, not a speed check: the suite runs beside two other servers starting on 2 cores.
+START_TIMEOUT_S = 60
 _VARIABLE = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}")
 
 
@@ -213,7 +215,7 @@ def _compose_server(service: dict[str, Any], redis_url: str, port: int, *, env: 
     proc = subprocess.Popen([sys.executable, "-m", "server", *args], env={**os.environ, **settings},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for_port(port, timeout=30)
+        wait_for_port(port, timeout=START_TIMEOUT_S)
         yield port
     finally:
         proc.terminate()
@@ -233,7 +235,7 @@ def test_compose_command_lines_against_a_real_redis(real_redis_url: str) -> None
         assert direct.exists("shared") == 1
         one.set("plain", "value")
         assert two.get("plain") == b"value"
-        wait_for_port(metrics, timeout=30)
+        wait_for_port(metrics, timeout=START_TIMEOUT_S)
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10) as response:
             assert response.status == 200 and b"redisai_" in response.read()
 
@@ -306,7 +308,7 @@ def test_compose_healthcheck_against_a_real_store_that_goes_away() -> None:
     with redis_server_process() as url:
         with _compose_server(service, url, free_port()) as plain, \
                 _compose_server(service, url, free_port(), metrics_port=metrics) as observed:
-            wait_for_port(metrics, timeout=30)
+            wait_for_port(metrics, timeout=START_TIMEOUT_S)
             for port, extra in ((plain, {}), (observed, {"REDISAI_METRICS_PORT": str(metrics)})):
                 ready = _run_healthcheck(test, {**env, **extra}, port)
                 assert (ready.returncode, ready.stdout) == (0, "ready\n"), ready.stderr
@@ -328,7 +330,7 @@ def test_dockerfile_healthcheck_with_tls_and_a_password_from_the_environment(tmp
     env = {**_dockerfile_env(), "REDISAI_BIND": "127.0.0.1", "REDISAI_PORT": str(port),  # loopback in tests
            "REDISAI_REQUIREPASS": "s3cret", "REDISAI_TLS_CERT_FILE": str(cert), "REDISAI_TLS_KEY_FILE": str(key)}
     with server_process(env=env):
-        wait_for_port(port, timeout=30)
+        wait_for_port(port, timeout=START_TIMEOUT_S)
         ready = _run_healthcheck(_dockerfile_healthcheck(), env, port)
         assert (ready.returncode, ready.stdout) == (0, "ready\n"), ready.stderr
         wrong = _run_healthcheck(_dockerfile_healthcheck(), {**env, "REDISAI_REQUIREPASS": "wrong"}, port)
