@@ -38,7 +38,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -55,6 +55,7 @@ HEADER_SIZE = 8
 MAX_DIMS = 64
 MAX_HEADER_SIZE = HEADER_SIZE + 8 * MAX_DIMS
 _FIXED = struct.Struct("<4sBBH")
+_DIMS = tuple(struct.Struct(f"<{ndim}q") for ndim in range(MAX_DIMS + 1))  # the dims of an ndim-dimensional header
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,24 +104,31 @@ _NUMERIC_BY_KIND_SIZE: Mapping[tuple[str, int], DType] = MappingProxyType(
     {(row.numpy.kind, row.numpy.itemsize): row for row in DTYPES.values() if row.kind != "string"})
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class Tensor:
     """A tensor: dtype name (``DTYPES`` key), shape, and its elements as a C-contiguous numpy array.
 
     Numeric arrays have the dtype's little-endian numpy type and may be read-only views of a stored value;
-    STRING arrays are object arrays of ``bytes``. Nothing here copies the array.
+    STRING arrays are object arrays of ``bytes``. Nothing here copies the array. Immutable (``Final``); a plain
+    class rather than a frozen dataclass because mypyc compiles its ``__init__`` (several a request).
     """
 
-    dtype: str
-    shape: tuple[int, ...]
-    array: npt.NDArray[Any]
+    __slots__ = ("array", "dtype", "shape")
 
-    def __post_init__(self) -> None:
-        info = DTYPES.get(self.dtype)
-        if info is None:
-            raise ValueError(f"unknown tensor dtype {self.dtype!r}")
-        if self.array.shape != self.shape or self.array.dtype != info.numpy or not self.array.flags.c_contiguous:
-            raise ValueError(f"array {self.array.dtype}{self.array.shape} does not fit {self.dtype}{self.shape}")
+    def __init__(self, dtype: str, shape: tuple[int, ...], array: npt.NDArray[Any], trusted: bool = False) -> None:
+        """``trusted``: the caller made ``array`` with this dtype's numpy type, C order and this very shape
+        (``np.frombuffer(...).reshape(shape)``, ``np.asarray(..., order="C")``), so the checks are skipped."""
+        if not trusted:
+            info = DTYPES.get(dtype)
+            if info is None:
+                raise ValueError(f"unknown tensor dtype {dtype!r}")
+            if array.shape != shape or array.dtype != info.numpy or not array.flags.c_contiguous:
+                raise ValueError(f"array {array.dtype}{array.shape} does not fit {dtype}{shape}")
+        self.dtype: Final = dtype
+        self.shape: Final = shape
+        self.array: Final = array
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.dtype}, {self.shape})"
 
     @property
     def info(self) -> DType:
@@ -157,7 +165,7 @@ class Tensor:
         if info is None:
             raise AIError(msgs.TENSOR_UNSUPPORTED_DTYPE_MSG)
         converted = np.asarray(source, dtype=info.numpy, order="C")
-        return cls(info.name, converted.shape, converted)
+        return cls(info.name, converted.shape, converted, trusted=True)
 
     @classmethod
     def from_torch(cls, value: torch.Tensor) -> Tensor:
@@ -190,13 +198,15 @@ class Tensor:
             return torch.from_numpy(array.copy())
 
 
-@dataclass(frozen=True, slots=True)
 class TensorHeader:
-    """The decoded header of a stored tensor; ``data_offset`` is where its data section starts."""
+    """The decoded header of a stored tensor; ``data_offset`` is where its data section starts (one a read)."""
 
-    dtype: str
-    shape: tuple[int, ...]
-    data_offset: int
+    __slots__ = ("data_offset", "dtype", "shape")
+
+    def __init__(self, dtype: str, shape: tuple[int, ...], data_offset: int) -> None:
+        self.dtype: Final = dtype
+        self.shape: Final = shape
+        self.data_offset: Final = data_offset
 
 
 # --- building tensors ----------------------------------------------------------------------------------------
@@ -258,7 +268,7 @@ def encode_header(dtype: str, shape: Sequence[int]) -> bytes:
     """The header of a stored tensor (magic, version, dtype code, ndim, dims)."""
     if len(shape) > MAX_DIMS:
         raise AIError(msgs.TENSOR_TOO_MANY_DIMS_MSG)
-    return _FIXED.pack(MAGIC, FORMAT_VERSION, DTYPES[dtype].code, len(shape)) + struct.pack(f"<{len(shape)}q", *shape)
+    return _FIXED.pack(MAGIC, FORMAT_VERSION, DTYPES[dtype].code, len(shape)) + _DIMS[len(shape)].pack(*shape)
 
 
 def encode_tensor_parts(tensor: Tensor) -> tuple[bytes, bytes | memoryview]:
@@ -281,13 +291,15 @@ def looks_like_tensor(prefix: bytes) -> bool:
 
 def read_header(raw: bytes | bytearray | memoryview) -> TensorHeader:
     """Decode a stored tensor's header; anything else answers WRONGTYPE (the key holds something else)."""
-    if not looks_like_tensor(bytes(raw[:HEADER_SIZE])):
+    if len(raw) < HEADER_SIZE:
         raise AIError(msgs.WRONGTYPE_MSG)
-    _magic, _version, code, ndim = _FIXED.unpack_from(raw)
+    magic, version, code, ndim = _FIXED.unpack_from(raw)
+    if magic != MAGIC or version != FORMAT_VERSION or code not in DTYPES_BY_CODE or ndim > MAX_DIMS:
+        raise AIError(msgs.WRONGTYPE_MSG)
     end = HEADER_SIZE + 8 * ndim
     if len(raw) < end:
         raise AIError(msgs.WRONGTYPE_MSG)
-    shape = struct.unpack_from(f"<{ndim}q", raw, HEADER_SIZE)
+    shape: tuple[int, ...] = _DIMS[ndim].unpack_from(raw, HEADER_SIZE)
     if any(dim < 0 for dim in shape):
         raise AIError(msgs.WRONGTYPE_MSG)
     return TensorHeader(DTYPES_BY_CODE[code].name, shape, end)
@@ -323,4 +335,4 @@ def decode_tensor(raw: bytes | bytearray | memoryview) -> Tensor:
         array = np.frombuffer(data, dtype=DTYPES[header.dtype].numpy).reshape(header.shape)
     except ValueError as exc:  # e.g. dims whose product overflows: not a tensor we can hold
         raise AIError(msgs.WRONGTYPE_MSG) from exc
-    return Tensor(header.dtype, header.shape, array)
+    return Tensor(header.dtype, header.shape, array, trusted=True)

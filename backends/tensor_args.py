@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Final
 
 import numpy as np
 
@@ -39,15 +40,19 @@ _INFINITY = re.compile(rb"[+-]?(?:inf|infinity)", re.IGNORECASE)
 _FORMAT_WORDS = (b"META", b"BLOB", b"VALUES")
 
 
-@dataclass(frozen=True, slots=True)
 class TensorSetRequest:
-    """A parsed ``AI.TENSORSET key type [dim ...] [BLOB data | VALUES v ...]``: at most one of blob/values."""
+    """A parsed ``AI.TENSORSET key type [dim ...] [BLOB data | VALUES v ...]``: at most one of blob/values.
+    Immutable; a plain class so that mypyc compiles its ``__init__`` (a dataclass's runs interpreted)."""
 
-    key: bytes
-    dtype: str
-    shape: tuple[int, ...]
-    blob: bytes | None = None
-    values: tuple[bytes, ...] | None = None
+    __slots__ = ("blob", "dtype", "key", "shape", "values")
+
+    def __init__(self, key: bytes, dtype: str, shape: tuple[int, ...], blob: bytes | None = None,
+                 values: tuple[bytes, ...] | None = None) -> None:
+        self.key: Final = key
+        self.dtype: Final = dtype
+        self.shape: Final = shape
+        self.blob: Final = blob
+        self.values: Final = values
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +65,10 @@ class TensorGetFormat:
 
 
 META_BLOB = TensorGetFormat(meta=True, blob=True, values=False)
+# every combination, built once: TENSORGET picks one instead of building a dataclass per request
+_FORMATS: Mapping[tuple[bool, bool, bool], TensorGetFormat] = MappingProxyType(
+    {(meta, blob, values): TensorGetFormat(meta, blob, values)
+     for meta in (False, True) for blob in (False, True) for values in (False, True)})
 
 
 # --- numbers, as Redis parses them -----------------------------------------------------------------------------
@@ -176,7 +185,7 @@ def _from_blob(info: DType, shape: tuple[int, ...], blob: bytes) -> Tensor:
         # RedisAI's quirk (reference Appendix B #2): the last byte is not validated.
         if np.frombuffer(blob, dtype=np.uint8, count=len(blob) - 1).max() > 1:
             raise AIError(msgs.TENSOR_BOOL_BLOB_MSG)
-    return Tensor(info.name, shape, np.frombuffer(blob, dtype=info.numpy).reshape(shape))
+    return Tensor(info.name, shape, np.frombuffer(blob, dtype=info.numpy).reshape(shape), trusted=True)
 
 
 def _from_values(info: DType, shape: tuple[int, ...], values: tuple[bytes, ...]) -> Tensor:
@@ -217,7 +226,7 @@ def tensorget_format(argv: Sequence[bytes]) -> TensorGetFormat:
     words = [_keyword(arg) for arg in argv[2:]]
     if any(word not in _FORMAT_WORDS for word in words):
         raise AIError(msgs.TENSOR_FORMAT_MSG)
-    fmt = TensorGetFormat(meta=b"META" in words, blob=b"BLOB" in words, values=b"VALUES" in words)
+    fmt = _FORMATS[(b"META" in words, b"BLOB" in words, b"VALUES" in words)]
     if fmt.blob and fmt.values:
         raise AIError(msgs.TENSOR_BLOB_AND_VALUES_MSG)
     return fmt

@@ -16,7 +16,7 @@ from backends import errors as msgs
 from backends.base import NO_NAMES, GraphNames, NamedModel, RuntimeOptions
 from backends.device import Device, cuda_ordinal
 from backends.errors import AIError, one_line
-from backends.torch_threads import use_intra_op_threads
+from backends.torch_threads import prepare_run_thread, use_intra_op_threads
 
 _THREADS_LOCK = threading.Lock()
 
@@ -63,18 +63,17 @@ class TorchModel(NamedModel):
         self._intra_op_threads = intra_op_threads
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        use_intra_op_threads(self._intra_op_threads)  # on this worker thread (backends/torch_threads.py)
+        prepare_run_thread(self._intra_op_threads)  # on this thread: autograd off (backends/torch_threads.py)
         tensors = [_torch_input(a) for a in inputs]
         if not self._on_cpu:
             tensors = [tensor.to(self._device) for tensor in tensors]
         try:
-            with torch.inference_mode():
-                result = self._forward(*tensors)
+            result = self._forward(*tensors)
         except AIError:
             raise
         except Exception as exc:
             raise AIError(msgs.BACKEND_ERROR_FMT.format(detail=one_line(exc))) from exc
-        if self._on_cpu:  # inference-mode outputs need no detach()
+        if self._on_cpu:  # outputs made with autograd off need no detach()
             return [t.contiguous().numpy() for t in _flatten(result)]
         return [t.detach().to("cpu").contiguous().numpy() for t in _flatten(result)]
 

@@ -22,18 +22,24 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 
-@dataclass(frozen=True, slots=True)
 class BatchPolicy:
-    """A model's BATCHSIZE, MINBATCHSIZE and MINBATCHTIMEOUT (ms)."""
+    """A model's BATCHSIZE, MINBATCHSIZE and MINBATCHTIMEOUT (ms).
 
-    batchsize: int
-    minbatchsize: int = 0
-    minbatchtimeout_ms: int = 0
+    This and ``BatchCandidate`` are built for every batchable request: immutable plain classes, because
+    mypyc compiles their ``__init__`` where a frozen dataclass's runs interpreted (docs/performance.md).
+    """
+
+    __slots__ = ("batchsize", "minbatchsize", "minbatchtimeout_ms")
+
+    def __init__(self, batchsize: int, minbatchsize: int = 0, minbatchtimeout_ms: int = 0) -> None:
+        self.batchsize: Final = batchsize
+        self.minbatchsize: Final = minbatchsize
+        self.minbatchtimeout_ms: Final = minbatchtimeout_ms
 
 
-@dataclass(frozen=True, slots=True)
 class BatchCandidate:
     """What the policy knows about one ready request whose next op is a batchable model op.
 
@@ -41,11 +47,15 @@ class BatchCandidate:
     one); ``signature`` is, per input, (dtype, dims after dim 0); ``size`` is the batch size (0 = alone).
     """
 
-    model: Hashable
-    signature: tuple[tuple[str, tuple[int, ...]], ...]
-    size: int
-    enqueued_at: float
-    deadline: float | None = None
+    __slots__ = ("deadline", "enqueued_at", "model", "signature", "size")
+
+    def __init__(self, model: Hashable, signature: tuple[tuple[str, tuple[int, ...]], ...], size: int,
+                 enqueued_at: float, deadline: float | None = None) -> None:
+        self.model: Final = model
+        self.signature: Final = signature
+        self.size: Final = size
+        self.enqueued_at: Final = enqueued_at
+        self.deadline: Final = deadline
 
 
 @dataclass(frozen=True, slots=True)

@@ -156,7 +156,7 @@ class InlinePolicy:
         for seconds in reversed(elapsed):
             stamps.append((ended - seconds, ended))
             ended -= seconds
-        with queue.cond:
+        with queue.lock:
             queue.recent.extend(reversed(stamps))
             queue.busy_seconds += sum(elapsed)
             queue.executed += len(elapsed)

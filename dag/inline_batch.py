@@ -34,7 +34,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
 
 from dag.batching import BatchCandidate, RunBatch, select_batch
 from dag.queues import DeviceQueue
@@ -45,13 +44,16 @@ log = logging.getLogger("redisai.inline")
 ToWorkers = Callable[[RunInfo, "asyncio.Future[RunInfo]"], None]
 
 
-@dataclass(slots=True, eq=False)
 class Held:
-    """One run waiting for the end of the loop iteration, and the future its request awaits."""
+    """One run waiting for the end of the loop iteration, and the future its request awaits (one a request:
+    a plain class, whose ``__init__`` mypyc compiles)."""
 
-    run: RunInfo
-    queue: DeviceQueue
-    future: asyncio.Future[RunInfo]
+    __slots__ = ("future", "queue", "run")
+
+    def __init__(self, run: RunInfo, queue: DeviceQueue, future: asyncio.Future[RunInfo]) -> None:
+        self.run = run
+        self.queue = queue
+        self.future = future
 
 
 class BatchGather:

@@ -11,7 +11,7 @@ errors, then this one. ``KEYS`` is accepted as a routing declaration (as ROUTING
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from backends import errors as msgs
 from backends.errors import AIError, parse_strict_int
@@ -34,18 +34,21 @@ DAGRUN = DagKind("AI.DAGRUN", read_only=False, deprecated=True)
 DAGRUN_RO = DagKind("AI.DAGRUN_RO", read_only=True, deprecated=True)
 
 
-@dataclass(slots=True)
 class DagHeader:
-    """The parsed header and the raw argv of every op (each starting with the op's command name)."""
+    """The parsed header and the raw argv of every op (each starting with the op's command name). One a
+    request: a plain class, whose ``__init__`` mypyc compiles (a dataclass's runs interpreted)."""
 
-    load: list[bytes] = field(default_factory=list)
-    persist: list[bytes] = field(default_factory=list)
-    keys: list[bytes] = field(default_factory=list)
-    routing: bytes | None = None
-    timeout_ms: int | None = None
-    ops: list[list[bytes]] = field(default_factory=list)
-    error: AIError | None = None
-    _seen: set[bytes] = field(default_factory=set)
+    __slots__ = ("_seen", "error", "keys", "load", "ops", "persist", "routing", "timeout_ms")
+
+    def __init__(self, load: list[bytes] | None = None, ops: list[list[bytes]] | None = None) -> None:
+        self.load: list[bytes] = [] if load is None else load
+        self.persist: list[bytes] = []
+        self.keys: list[bytes] = []
+        self.routing: bytes | None = None
+        self.timeout_ms: int | None = None
+        self.ops: list[list[bytes]] = [] if ops is None else ops
+        self.error: AIError | None = None
+        self._seen: set[bytes] = set()
 
 
 def check_arity(argv: list[bytes], kind: DagKind) -> None:

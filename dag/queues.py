@@ -27,7 +27,10 @@ class DeviceQueue:
     """Tickets waiting for one device, and the condition its workers sleep on."""
 
     name: str
-    cond: threading.Condition = field(default_factory=threading.Condition)
+    # the condition's own lock: code that only updates counters takes it directly (``with queue.lock``), which
+    # skips threading.Condition's interpreted __enter__/__exit__ (an inline run does, on every request)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    cond: threading.Condition = field(init=False)
     items: deque[DeviceTicket] = field(default_factory=deque)
     closed: bool = False
     busy_seconds: float = 0.0  # total time workers spent executing steps (INFO)
@@ -35,6 +38,9 @@ class DeviceQueue:
     batched_requests: int = 0  # requests that ran inside a batch of two or more
     # (start, end) perf_counter stamps of the last calls: parallelism is checked from these, not from wall time
     recent: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=RECENT_CALLS))
+
+    def __post_init__(self) -> None:
+        self.cond = threading.Condition(self.lock)
 
     def push_back(self, ticket: DeviceTicket) -> None:
         with self.cond:

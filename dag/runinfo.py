@@ -14,8 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from backends.errors import AIError
 from dag.batching import BatchCandidate, BatchPolicy, batch_size_of
@@ -27,70 +26,95 @@ class Work(Protocol):
     def __call__(self, inputs: list[Any]) -> list[Any]: ...
 
 
-@dataclass(frozen=True, slots=True)
 class BatchSpec:
     """A model step that may be batched with other requests for the same loaded model.
 
     ``on_batch`` is told the size of every batch of two or more requests that ran (metrics); it is called on
-    the worker thread.
+    the worker thread. Immutable (a plain class, like ``Step`` below).
     """
 
-    policy: BatchPolicy
-    model: Hashable
-    on_batch: Callable[[int], None] | None = None
+    __slots__ = ("model", "on_batch", "policy")
+
+    def __init__(self, policy: BatchPolicy, model: Hashable, on_batch: Callable[[int], None] | None = None) -> None:
+        self.policy: Final = policy
+        self.model: Final = model
+        self.on_batch: Final = on_batch
 
 
-@dataclass(slots=True, eq=False)
 class Step:
     """One op of a run, resolved to slot indices and a device queue.
 
     ``work`` is None for ops that do nothing on a worker (AI.TENSORSET is done at parse time,
     AI.TENSORGET is answered at reply time) but still wait for their inputs, which keeps a device's
     ticket alive until the other devices have produced what it must return.
+
+    Step, StepResult, RunInfo and DeviceTicket are built for every request: plain classes, not dataclasses (mypyc
+    compiles their ``__init__``; a dataclass's generated one runs interpreted: docs/performance.md).
     """
 
-    index: int
-    device: str
-    inputs: tuple[int, ...]
-    outputs: tuple[int, ...]
-    work: Work | None = None
-    batch: BatchSpec | None = None
-    side_effects: bool = False  # a script may call Redis: it keeps its place among its device's ops
+    __slots__ = ("batch", "device", "index", "inputs", "outputs", "side_effects", "work")
+
+    def __init__(self, index: int, device: str, inputs: tuple[int, ...], outputs: tuple[int, ...],
+                 work: Work | None = None, batch: BatchSpec | None = None, side_effects: bool = False) -> None:
+        self.index = index
+        self.device = device
+        self.inputs = inputs
+        self.outputs = outputs
+        self.work = work
+        self.batch = batch
+        self.side_effects = side_effects  # a script may call Redis: it keeps its place among its device's ops
 
 
-@dataclass(slots=True)
 class StepResult:
     """How one op ended: ``ok``; ``error`` set when it failed; neither when it never ran (``NA``)."""
 
-    ok: bool = False
-    error: AIError | None = None
-    duration_us: int = 0
-    cpu_us: int = 0  # CPU time of the op on the thread that ran it (dag/inline.py's cost estimate)
-    cost_class: int = 0  # a batched op: the size class of the whole batch's inputs, which cpu_us is the cost of
+    __slots__ = ("cost_class", "cpu_us", "duration_us", "error", "ok")
+
+    def __init__(self) -> None:
+        self.ok = False
+        self.error: AIError | None = None
+        self.duration_us = 0
+        self.cpu_us = 0  # CPU time of the op on the thread that ran it (dag/inline.py's cost estimate)
+        self.cost_class = 0  # a batched op: the size class of the whole batch's inputs, which cpu_us is the cost of
+
+    def __repr__(self) -> str:
+        return f"StepResult(ok={self.ok}, error={self.error!r}, duration_us={self.duration_us})"
 
 
-@dataclass(slots=True, eq=False)
 class RunInfo:
     """The shared state of one execution (see the module docstring)."""
 
-    steps: list[Step]
-    slots: list[Any]
-    deadline: float | None = None  # time.monotonic() value; None = no TIMEOUT
-    on_done: Callable[[RunInfo], None] | None = None
-    results: list[StepResult] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    refcount: int = 0
-    error: AIError | None = None
-    timed_out: bool = False
-    cancelled: bool = False
-    waiters: list[Any] = field(default_factory=list)  # the DeviceQueues holding this run's tickets
-    # after each step on a worker: a compiled graph's scheduler (dag/compiled.py) pushes the steps it made
-    # ready; None (a DAG): the worker wakes the run's other queues, whose tickets look at their inputs again
-    on_step: Callable[[Step], None] | None = None
+    __slots__ = (
+        "cancelled",
+        "deadline",
+        "error",
+        "lock",
+        "on_done",
+        "on_step",
+        "refcount",
+        "results",
+        "slots",
+        "steps",
+        "timed_out",
+        "waiters",
+    )
 
-    def __post_init__(self) -> None:
-        if not self.results:
-            self.results = [StepResult() for _ in self.steps]
+    def __init__(self, steps: list[Step], slots: list[Any], deadline: float | None = None,
+                 on_done: Callable[[RunInfo], None] | None = None) -> None:
+        self.steps = steps
+        self.slots = slots
+        self.deadline = deadline  # time.monotonic() value; None = no TIMEOUT
+        self.on_done = on_done
+        self.results = [StepResult() for _ in steps]
+        self.lock = threading.Lock()
+        self.refcount = 0
+        self.error: AIError | None = None
+        self.timed_out = False
+        self.cancelled = False
+        self.waiters: list[Any] = []  # the DeviceQueues holding this run's tickets
+        # after each step on a worker: a compiled graph's scheduler (dag/compiled.py) pushes the steps it made
+        # ready; None (a DAG): the worker wakes the run's other queues, whose tickets look at their inputs again
+        self.on_step: Callable[[Step], None] | None = None
 
     def is_dead(self, now: float) -> bool:
         """Stop at the next step: an op failed, the deadline passed, or the client went away."""
@@ -130,15 +154,17 @@ class RunInfo:
             return self.refcount == 0
 
 
-@dataclass(slots=True, eq=False)
 class DeviceTicket:
     """A run's ops on one device, in command order, and how far this device got."""
 
-    run: RunInfo
-    device: str
-    step_indices: list[int]
-    cursor: int = 0
-    enqueued_at: float = field(default_factory=time.monotonic)
+    __slots__ = ("cursor", "device", "enqueued_at", "run", "step_indices")
+
+    def __init__(self, run: RunInfo, device: str, step_indices: list[int]) -> None:
+        self.run = run
+        self.device = device
+        self.step_indices = step_indices
+        self.cursor = 0
+        self.enqueued_at = time.monotonic()
 
     @property
     def current(self) -> Step:

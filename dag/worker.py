@@ -90,7 +90,7 @@ class Worker:
 
     def _count(self, elapsed: float, batch: int = 1) -> None:
         ended = time.perf_counter()
-        with self.queue.cond:
+        with self.queue.lock:
             self.queue.recent.append((ended - elapsed, ended))
             self.queue.busy_seconds += elapsed
             self.queue.executed += 1

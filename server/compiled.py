@@ -49,6 +49,7 @@ HOT_MODULES: tuple[str, ...] = (
     "server.ai.tensor_io",
     "server.ai.state",
     "server.ai.steps",
+    "server.ai.stored",
     "dag.parse",
     "dag.inline",
     "dag.inline_batch",

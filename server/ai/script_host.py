@@ -21,7 +21,7 @@ from backends.base import LoadedModel
 from backends.errors import AIError
 from backends.objects import MODEL_META_FIELDS
 from server.ai.state import ModelCache
-from server.ai.stored import fetch_blob, read_model_meta
+from server.ai.stored import loaded_model, read_model_meta
 from server.store.keyspace import Keyspace
 
 CALL_TIMEOUT_S = 30.0
@@ -69,7 +69,7 @@ class LoopScriptHost:
         keyspace = self._keyspace
         values = (await keyspace.pipeline([(b"HMGET", key, *MODEL_META_FIELDS)]))[0]
         meta = await read_model_meta(self._models, keyspace, key, values)
-        return await self._models.get(meta, lambda: fetch_blob(keyspace, key), key)
+        return await loaded_model(self._models, meta, keyspace, key)
 
     def _wait(self, work: Coroutine[Any, Any, T]) -> T:
         """Run ``work`` on the loop and wait for it on this (worker) thread."""

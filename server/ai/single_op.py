@@ -8,8 +8,7 @@ error, writes the outputs with the counters in one atomic round trip, and replie
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from backends import errors as msgs
 from backends.errors import AIError
@@ -24,7 +23,6 @@ from server.store.atomic import STALE_PREFIXES, ScriptCall
 from server.store.keyspace import Keyspace
 
 
-@dataclass(frozen=True, slots=True)
 class SingleOp:
     """One model or script call, its object read and its inputs decoded: the parts that differ between them.
 
@@ -32,20 +30,41 @@ class SingleOp:
     a model's second run after STALEMODEL (the first was counted). ``digest``: the model's; the write then
     checks the store still holds that model, and ``cached_inputs`` (key, value) that those inputs, taken from
     the coherent cache, still hold what the run used; ``again`` (when given) answers instead if not.
+    Immutable; a plain class (one a request) because mypyc compiles its ``__init__``, not a dataclass's.
     """
 
-    key: bytes
-    device: str
-    work: Work
-    inputs: list[Tensor]
-    outputs: tuple[bytes, ...]
-    timeout_ms: int | None
-    batch: BatchSpec | None = None
-    samples: bool = False
-    record: bool = True
-    digest: str | None = None
-    cached_inputs: tuple[tuple[bytes, bytes], ...] = ()
-    again: Callable[[], Awaitable[Any]] | None = None
+    __slots__ = (
+        "again",
+        "batch",
+        "cached_inputs",
+        "device",
+        "digest",
+        "inputs",
+        "key",
+        "outputs",
+        "record",
+        "samples",
+        "timeout_ms",
+        "work",
+    )
+
+    def __init__(self, key: bytes, device: str, work: Work, inputs: list[Tensor], outputs: tuple[bytes, ...],
+                 timeout_ms: int | None, batch: BatchSpec | None = None, samples: bool = False,
+                 record: bool = True, digest: str | None = None,
+                 cached_inputs: tuple[tuple[bytes, bytes], ...] = (),
+                 again: Callable[[], Awaitable[Any]] | None = None) -> None:
+        self.key: Final = key
+        self.device: Final = device
+        self.work: Final = work
+        self.inputs: Final = inputs
+        self.outputs: Final = outputs
+        self.timeout_ms: Final = timeout_ms
+        self.batch: Final = batch
+        self.samples: Final = samples
+        self.record: Final = record
+        self.digest: Final = digest
+        self.cached_inputs: Final = cached_inputs
+        self.again: Final = again
 
 
 def one_op_run(device: str, work: Work, inputs: list[Tensor], n_outputs: int, timeout_ms: int | None,

@@ -1,10 +1,11 @@
-"""Reading the stored parts of AI objects that model, script and DAG runs share."""
+"""Reading the stored parts of AI objects that model, script and DAG runs share (compiled: every run passes here)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from backends import errors as msgs
+from backends.base import LoadedModel
 from backends.errors import AIError
 from backends.objects import ModelMeta
 from server.ai.state import ModelCache
@@ -24,6 +25,15 @@ async def read_model_meta(models: ModelCache, keyspace: Keyspace, key: bytes, va
     missing = isinstance(values, list) and all(value is None for value in values)
     exists = await keyspace.call(b"EXISTS", key) if missing else 1
     return require_model(models.decode_meta(values, exists))
+
+
+async def loaded_model(models: ModelCache, meta: ModelMeta, keyspace: Keyspace, key: bytes) -> LoadedModel:
+    """The loaded model for ``meta`` (stored at ``key``): a cache hit without awaiting the (interpreted) cache's
+    coroutine, which a run of a small model would pay every time; built, its blob fetched, on a miss."""
+    model = models.lookup(meta)
+    if model is not None:
+        return model
+    return await models.get(meta, lambda: fetch_blob(keyspace, key), key)
 
 
 async def fetch_blob(keyspace: Keyspace, key: bytes) -> bytes:

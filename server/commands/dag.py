@@ -9,8 +9,7 @@ PERSIST keys are written in one atomic round trip before it is sent.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from backends import errors as msgs
 from backends.errors import AIError
@@ -25,7 +24,7 @@ from dag.runinfo import RunInfo, Step, Work
 from server.ai.execution import execute_run
 from server.ai.state import AIState
 from server.ai.steps import BatchObserver, batch_spec, deadline_after, script_work, step_samples
-from server.ai.stored import fetch_blob, fetch_source
+from server.ai.stored import fetch_source, loaded_model
 from server.ai.tensor_io import check_output_types, decode_input, output_type_checks
 from server.commands.dag_ops import objects_named, parse_ops
 from server.protocol.reply import OK, Status
@@ -58,15 +57,19 @@ async def cmd_dagrun_ro(client: Client, argv: list[bytes]) -> Any:
     return await run_dag(client, argv, DAGRUN_RO)
 
 
-@dataclass(frozen=True, slots=True)
 class DagOutcome:
-    """A DAG after its run: its ops, slots, run and the AI.INFO counters of its model and script ops."""
+    """A DAG after its run: its ops, slots, run and the AI.INFO counters of its model and script ops.
+    Immutable; a plain class (one a request) so that mypyc compiles its ``__init__``."""
 
-    ops: list[DagOp]
-    resolved: ResolvedDag
-    run: RunInfo
-    step_of_op: dict[int, int]
-    counters: list[ScriptCall]
+    __slots__ = ("counters", "ops", "resolved", "run", "step_of_op")
+
+    def __init__(self, ops: list[DagOp], resolved: ResolvedDag, run: RunInfo, step_of_op: dict[int, int],
+                 counters: list[ScriptCall]) -> None:
+        self.ops: Final = ops
+        self.resolved: Final = resolved
+        self.run: Final = run
+        self.step_of_op: Final = step_of_op
+        self.counters: Final = counters
 
     def persisted(self) -> list[bytes]:
         """The encoded tensors of the PERSIST names, in their order."""
@@ -137,7 +140,7 @@ async def op_works(ctx: ServerContext, keyspace: Keyspace, ops: list[DagOp]) -> 
     works: dict[int, Work] = {}
     for index, op in enumerate(ops):
         if isinstance(op, ModelOp):
-            model = await ctx.ai.models.get(op.meta, _fetcher(fetch_blob, keyspace, op.key), op.key)
+            model = await loaded_model(ctx.ai.models, op.meta, keyspace, op.key)
             works[index] = ModelWork(model, len(op.meta.outputs))
         elif isinstance(op, ScriptOp):
             compiled = await ctx.ai.scripts.get(op.meta, _fetcher(fetch_source, keyspace, op.key), op.key)

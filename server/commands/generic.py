@@ -14,7 +14,7 @@ from backends.objects import GRAPH_MARKER, MARKER_FIELD, MODEL_MARKER, SCRIPT_MA
 from backends.tensor import HEADER_SIZE, looks_like_tensor
 from server.commands.context import DATABASES, REDIS_COMPAT_VERSION, VERSION
 from server.commands.spec import RELAY, RelayThen
-from server.protocol.reply import OK, Status
+from server.protocol.reply import OK, PONG, Status
 from server.protocol.request import parse_strict_int
 from server.store.keyspace import status_text
 
@@ -28,7 +28,7 @@ def cmd_ping(client: Client, argv: list[bytes]) -> Any:
         return RELAY
     if len(argv) > 2:
         raise wrong_arity(argv[0].decode(errors="replace"))
-    return argv[1] if len(argv) == 2 else Status("PONG")
+    return argv[1] if len(argv) == 2 else PONG
 
 
 def cmd_echo(client: Client, argv: list[bytes]) -> Any:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Final
 
 from backends import errors as msgs
 from backends.objects import MODEL_MARKER, MODEL_META_FIELDS, ModelMeta, model_hash_fields
@@ -20,15 +20,14 @@ from dag.execute import ModelWork
 from server.ai.single_op import SingleOp, execute_single_op
 from server.ai.state import RunStats
 from server.ai.steps import batch_spec
-from server.ai.stored import fetch_blob, read_model_meta
+from server.ai.stored import loaded_model, read_model_meta
 from server.ai.tensor_io import check_output_types, decode_input, decode_inputs, output_type_checks
 from server.commands.model_args import (
     ModelExecuteRequest,
     ModelStoreRequest,
     check_modelexecute_arity,
     check_modelrun_arity,
-    input_keys_hint,
-    output_keys_hint,
+    io_keys_hint,
     parse_modelexecute,
     parse_modelget_flags,
     parse_modelrun,
@@ -165,7 +164,7 @@ async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again
     trip in which concurrent requests gather (50 clients, BATCHSIZE 32: a mean batch of 23.7 with it, 3.4
     without)."""
     ai, keyspace = client.ctx.ai, client.keyspace()
-    hint, out_hint = input_keys_hint(argv), output_keys_hint(argv)
+    hint, out_hint = io_keys_hint(argv)
     read = await _read_phase(keyspace, argv[1], hint, out_hint, fresh=again)
     meta = await read_model_meta(ai.models, keyspace, argv[1], read.meta)
     req = parse(argv, len(meta.inputs), len(meta.outputs))
@@ -181,7 +180,7 @@ async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again
     if list(req.outputs) != out_hint:  # the lenient guess missed (e.g. an input key named "outputs"): ask again
         checks = await keyspace.pipeline(output_type_checks(list(req.outputs)))
     check_output_types(checks)
-    model = await ai.models.get(meta, lambda: fetch_blob(keyspace, req.key), req.key)
+    model = await loaded_model(ai.models, meta, keyspace, req.key)
     op = SingleOp(req.key, meta.device.queue_name, ModelWork(model, len(meta.outputs)), inputs, req.outputs,
                   req.timeout_ms, batch=batch_spec(meta, req.key, client.ctx.metrics), samples=True,
                   record=not again, digest=meta.digest, cached_inputs=taken,
@@ -189,15 +188,18 @@ async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again
     return await execute_single_op(ai, keyspace, op)
 
 
-@dataclass(frozen=True, slots=True)
 class ReadPhase:
     """What a MODELEXECUTE read before its run: the model's metadata, the inputs (GET replies), the output keys'
-    type checks, and which inputs came from the coherent cache (the output write checks those)."""
+    type checks, and which inputs came from the coherent cache (the output write checks those). One a
+    request: a plain class, whose ``__init__`` mypyc compiles (a dataclass's runs interpreted)."""
 
-    meta: Any
-    inputs: list[Any]
-    checks: list[Any]
-    from_cache: list[bool]
+    __slots__ = ("checks", "from_cache", "inputs", "meta")
+
+    def __init__(self, meta: Any, inputs: list[Any], checks: list[Any], from_cache: list[bool]) -> None:
+        self.meta: Final = meta
+        self.inputs: Final = inputs
+        self.checks: Final = checks
+        self.from_cache: Final = from_cache
 
     def cached_inputs(self, keys: list[bytes]) -> tuple[tuple[bytes, bytes], ...]:
         return tuple((key, value) for key, value, hit in zip(keys, self.inputs, self.from_cache, strict=True)

@@ -7,6 +7,7 @@ Checks run in RedisAI's order; the first failing check wins. Where RedisAI inter
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Final
 
 from backends import errors as msgs
 from backends.device import Device, parse_device, parse_device_lenient
@@ -30,14 +31,18 @@ class ModelStoreRequest(ModelMeta):
         return ModelMeta(**{f.name: getattr(self, f.name) for f in fields(ModelMeta)})
 
 
-@dataclass(frozen=True, slots=True)
 class ModelExecuteRequest:
-    """AI.MODELEXECUTE / AI.MODELRUN, parsed against the model's input and output counts."""
+    """AI.MODELEXECUTE / AI.MODELRUN, parsed against the model's input and output counts. Immutable; a plain
+    class (one a request) so that mypyc compiles its ``__init__``."""
 
-    key: bytes
-    inputs: tuple[bytes, ...]
-    outputs: tuple[bytes, ...]
-    timeout_ms: int | None
+    __slots__ = ("inputs", "key", "outputs", "timeout_ms")
+
+    def __init__(self, key: bytes, inputs: tuple[bytes, ...], outputs: tuple[bytes, ...],
+                 timeout_ms: int | None) -> None:
+        self.key: Final = key
+        self.inputs: Final = inputs
+        self.outputs: Final = outputs
+        self.timeout_ms: Final = timeout_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +193,8 @@ def parse_modelset(argv: list[bytes]) -> ModelStoreRequest:
 
 
 def _keys(cursor: ArgCursor, count_msg: str, positive_msg: str, expected: int, mismatch_msg: str,
-          missing_msg: str) -> tuple[bytes, ...]:
+          missing_fmt: str) -> tuple[bytes, ...]:
+    """``n key...``; ``missing_fmt`` (its ``{cmd}`` filled) only formatted when keys are missing."""
     count = parse_strict_int(cursor.next()) if cursor.left else None
     if count is None:
         raise AIError(count_msg)
@@ -197,7 +203,7 @@ def _keys(cursor: ArgCursor, count_msg: str, positive_msg: str, expected: int, m
     if count != expected:
         raise AIError(mismatch_msg)
     if cursor.left < count:
-        raise AIError(missing_msg)
+        raise AIError(missing_fmt.format(cmd="AI.MODELEXECUTE"))
     return tuple(cursor.take(count))
 
 
@@ -221,40 +227,41 @@ def parse_modelexecute(argv: list[bytes], n_inputs: int, n_outputs: int) -> Mode
     cursor = ArgCursor(argv, 2)
     if not cursor.match(b"INPUTS"):
         raise AIError(msgs.INPUTS_NOT_SPECIFIED_MSG)
-    cmd = "AI.MODELEXECUTE"
     inputs = _keys(cursor, msgs.INVALID_INPUT_COUNT_MSG, msgs.INPUT_COUNT_POSITIVE_MSG, n_inputs,
-                   msgs.INPUTS_COUNT_MISMATCH_MSG, msgs.INPUT_KEYS_MISMATCH_FMT.format(cmd=cmd))
+                   msgs.INPUTS_COUNT_MISMATCH_MSG, msgs.INPUT_KEYS_MISMATCH_FMT)
     if not cursor.match(b"OUTPUTS"):
         raise AIError(msgs.OUTPUTS_NOT_SPECIFIED_MSG)
     outputs = _keys(cursor, msgs.INVALID_OUTPUT_COUNT_MSG, msgs.OUTPUT_COUNT_POSITIVE_MSG, n_outputs,
-                    msgs.OUTPUTS_COUNT_MISMATCH_MSG, msgs.OUTPUT_KEYS_MISMATCH_FMT.format(cmd=cmd))
+                    msgs.OUTPUTS_COUNT_MISMATCH_MSG, msgs.OUTPUT_KEYS_MISMATCH_FMT)
     return ModelExecuteRequest(argv[1], inputs, outputs, parse_timeout_clause(cursor))
 
 
 def input_keys_hint(argv: list[bytes]) -> list[bytes]:
     """The input keys a MODELEXECUTE/MODELRUN names, read leniently, to prefetch them with the model."""
-    upper = [a.upper() for a in argv]
-    if b"INPUTS" not in upper:
-        return []
-    start = upper.index(b"INPUTS") + 1
-    if upper[0] == b"AI.MODELEXECUTE":
-        count = parse_strict_int(argv[start]) if start < len(argv) else None
-        return list(argv[start + 1 : start + 1 + count]) if count and count > 0 else []
-    stop = upper.index(b"OUTPUTS", start) if b"OUTPUTS" in upper[start:] else len(argv)
-    return list(argv[start:stop])
+    return io_keys_hint(argv)[0]
 
 
 def output_keys_hint(argv: list[bytes]) -> list[bytes]:
     """The output keys a MODELEXECUTE/MODELRUN names, read leniently, to check their types up front."""
+    return io_keys_hint(argv)[1]
+
+
+def io_keys_hint(argv: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+    """Both hints, from one upper-cased copy of argv (each request asks for both)."""
     upper = [a.upper() for a in argv]
+    counted = upper[0] == b"AI.MODELEXECUTE"
     inputs = upper.index(b"INPUTS") if b"INPUTS" in upper else len(argv)
-    if b"OUTPUTS" not in upper[inputs:]:
-        return []
-    start = upper.index(b"OUTPUTS", inputs) + 1
-    if upper[0] == b"AI.MODELEXECUTE":
-        count = parse_strict_int(argv[start]) if start < len(argv) else None
-        return list(argv[start + 1 : start + 1 + count]) if count and count > 0 else []
-    return list(argv[start:])
+    outputs = upper.index(b"OUTPUTS", inputs) if b"OUTPUTS" in upper[inputs:] else len(argv)
+    return (_hinted(argv, inputs + 1, outputs, counted) if inputs < len(argv) else [],
+            _hinted(argv, outputs + 1, len(argv), counted) if outputs < len(argv) else [])
+
+
+def _hinted(argv: list[bytes], start: int, stop: int, counted: bool) -> list[bytes]:
+    """``n key...`` (MODELEXECUTE) or ``key...`` up to ``stop`` (MODELRUN), from ``argv[start]``."""
+    if not counted:
+        return list(argv[start:stop])
+    count = parse_strict_int(argv[start]) if start < len(argv) else None
+    return list(argv[start + 1 : start + 1 + count]) if count and count > 0 else []
 
 
 def check_modelrun_arity(argv: list[bytes]) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from backends.errors import AIError
 
@@ -44,11 +44,14 @@ class Verbatim:
     fmt: bytes = b"txt"
 
 
-@dataclass(frozen=True, slots=True)
 class Raw:
-    """Bytes that are already RESP, written as they are (replies relayed from the backing store)."""
+    """Bytes that are already RESP, written as they are (replies relayed from the backing store, TENSORGET's).
+    Immutable; a plain class because mypyc compiles its ``__init__`` (a frozen dataclass's runs interpreted)."""
 
-    data: bytes
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data: Final = data
 
 
 class _NullArray:
@@ -57,6 +60,7 @@ class _NullArray:
 
 NULL_ARRAY = _NullArray()
 OK = Status("OK")
+PONG = Status("PONG")
 
 
 def format_double(value: float) -> bytes:

@@ -10,19 +10,23 @@ whatever finishes first. Sans-IO: a slot only holds encoded bytes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from backends import errors as msgs
 
 
-@dataclass(slots=True, eq=False)
 class ReplySlot:
-    """The reply of one command: ``frames_left`` more frames are awaited; ``chunks`` holds the encoded bytes."""
+    """The reply of one command: ``frames_left`` more frames are awaited; ``chunks`` holds the encoded bytes.
 
-    frames_left: int = 1
-    chunks: list[bytes] = field(default_factory=list)
-    transform: Callable[[bytes], bytes] | None = None
-    suppressed: bool = False  # CLIENT REPLY OFF/SKIP: completed like any slot, but nothing is written
+    One per command, so a plain class: mypyc compiles its ``__init__``, where a dataclass's generated one
+    would run interpreted (docs/performance.md, "The compiled hot path")."""
+
+    __slots__ = ("chunks", "frames_left", "suppressed", "transform")
+
+    def __init__(self, frames_left: int = 1) -> None:
+        self.frames_left = frames_left
+        self.chunks: list[bytes] = []
+        self.transform: Callable[[bytes], bytes] | None = None
+        self.suppressed = False  # CLIENT REPLY OFF/SKIP: completed like any slot, but nothing is written
 
     def output(self) -> bytes:
         """The bytes to write, after the optional rewrite of a relayed reply (COMMAND merges ours in)."""

@@ -11,7 +11,7 @@ import asyncio
 import ssl
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -95,14 +95,17 @@ class ValueReader:
 Hook = Callable[[Any], None]
 
 
-@dataclass(slots=True, eq=False)
 class _Batch:
-    """The commands of one call in flight: its future, the replies so far, and a hook per reply (or none)."""
+    """The commands of one call in flight: its future, the replies so far, and a hook per reply (or none).
+    A plain class (one per call): mypyc compiles its ``__init__``, not a dataclass's."""
 
-    future: asyncio.Future[list[Any]]
-    expected: int
-    hooks: Sequence[Hook | None]
-    replies: list[Any] = field(default_factory=list)
+    __slots__ = ("expected", "future", "hooks", "replies")
+
+    def __init__(self, future: asyncio.Future[list[Any]], expected: int, hooks: Sequence[Hook | None]) -> None:
+        self.future = future
+        self.expected = expected
+        self.hooks = hooks
+        self.replies: list[Any] = []
 
 
 class PendingReplies:

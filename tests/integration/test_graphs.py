@@ -267,7 +267,9 @@ def test_a_graph_stored_through_one_server_runs_on_another(shared_store: Clients
     assert _info(ours, "g")[b"calls"] == 4 and [b"g", b""] in theirs.execute_command("AI._GRAPHSCAN")
     _store(theirs, "dbl", models.torch_sum_rows(), "CPU:1")  # replaced through the other server
     assert _execute(ours, "g", ["a"], ["od", "oz"]) == b"OK" and tensor_values(ours, "od") == [33]
-    direct.hset("g", "format", "2")  # a layout this server does not know
+    # a layout this server does not know, as a newer server would store it: with its own digest, which every
+    # run's write checks (a change of one field alone may race the cache's invalidation push under load)
+    direct.hset("g", mapping={"format": "2", "digest": "0123456789abcdef"})
     with pytest.raises(redis.ResponseError, match=r"^the stored graph has format version 2; this server reads"):
         _execute(theirs, "g", ["a"], ["od", "oz"])
 
