@@ -326,7 +326,7 @@ class RedisLink:
         Task per link (server/store/cluster_link.py)."""
         replies = self._pending.expect(len(commands))
         if not self._outbox:
-            asyncio.get_running_loop().call_soon(self._flush)
+            replies.get_loop().call_soon(self._flush)  # (get_running_loop() would cost a getpid() syscall)
         self._outbox.extend(pack_command(argv) for argv in commands)
         return replies
 
