@@ -107,3 +107,27 @@ def test_a_thread_keeps_its_own_intra_op_setting() -> None:
     thread.start()
     thread.join()
     assert seen == [1]
+
+
+def test_a_torch_run_turns_autograd_off_on_its_own_thread_only() -> None:
+    """Runs skip a per-call inference_mode block: the first run on a thread turns autograd off there (torch's
+    grad mode is per thread), so outputs never carry a graph, and a thread that ran nothing keeps it on."""
+    model = TorchBackend().load_model(models.torch_mlp(), CPU, RuntimeOptions(intra_op_threads=1))
+    x = torch.ones(1, 64).numpy()
+    seen: list[tuple[bool, bool, int]] = []
+
+    def worker() -> None:
+        before = torch.is_grad_enabled()
+        (out,) = model.run([x])
+        seen.append((before, torch.is_grad_enabled(), out.shape[1]))
+        seen.append((before, torch.is_grad_enabled(), model.run([x])[0].shape[1]))  # the second run: no change
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert seen == [(True, False, 10), (True, False, 10)]
+    bystander: list[bool] = []
+    other = threading.Thread(target=lambda: bystander.append(torch.is_grad_enabled()))
+    other.start()
+    other.join()
+    assert bystander == [True]
