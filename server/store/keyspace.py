@@ -203,8 +203,10 @@ class Keyspace:
             return False
         if self._tags is None:
             return True
-        slot = key_slot(outputs[0]) if outputs else -1
-        return all(key_slot(key) == slot for key in (*inputs, *outputs))
+        if not outputs:
+            return False
+        slot = key_slot(outputs[0])
+        return all(key_slot(key) == slot for key in (*inputs, *outputs[1:]))
 
     def _tensor_writes(self, keys: Sequence[bytes], values: list[bytes], empty_is_free: bool,
                        checked: Sequence[tuple[bytes, str]],
@@ -219,13 +221,17 @@ class Keyspace:
             group = groups.setdefault(key_slot(key), ([], []))
             group[0].append(key)
             group[1].append(value)
+        checked_in = [key_slot(pair[0]) for pair in checked]
+        inputs_in = [key_slot(pair[0]) for pair in inputs]
         calls = [set_tensors_call(slot_keys, slot_values, empty_is_free,
-                                  [c for c in checked if key_slot(c[0]) == slot],
-                                  [i for i in inputs if key_slot(i[0]) == slot])
+                                  [c for c, at in zip(checked, checked_in, strict=True) if at == slot],
+                                  [i for i, at in zip(inputs, inputs_in, strict=True) if at == slot])
                  for slot, (slot_keys, slot_values) in groups.items()]
-        alone = [c for c in checked if key_slot(c[0]) not in groups]
-        left = [i for i in inputs if key_slot(i[0]) not in groups]
-        return calls + _checks_alone(alone, empty_is_free, left) if alone or left else calls
+        if all(at in groups for at in (*checked_in, *inputs_in)):
+            return calls
+        return calls + _checks_alone([(at, c) for c, at in zip(checked, checked_in, strict=True) if at not in groups],
+                                     empty_is_free,
+                                     [(at, i) for i, at in zip(inputs, inputs_in, strict=True) if at not in groups])
 
     async def write_atomic(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
         """Run ``commands`` as one MULTI/EXEC transaction in one round trip; return EXEC's replies."""
@@ -246,17 +252,18 @@ class Keyspace:
         return list(result)
 
 
-def _checks_alone(checked: Sequence[tuple[bytes, str]], empty_is_free: bool,
-                  inputs: Sequence[tuple[bytes, bytes]] = ()) -> list[ScriptCall]:
-    """SET_TENSORS with no tensor, one per slot: only its objects' digests (STALEMODEL when one changed) and
-    cached inputs' values (STALEINPUT) are checked, on the shard that holds them, alongside the outputs' writes
-    on the others (docs/deployment.md, "Redis Cluster": what a STALEMODEL there means for those writes; inputs
-    come here only from a check with no output, ``_inputs_still_current``)."""
+def _checks_alone(checked: Sequence[tuple[int, tuple[bytes, str]]], empty_is_free: bool,
+                  inputs: Sequence[tuple[int, tuple[bytes, bytes]]] = ()) -> list[ScriptCall]:
+    """SET_TENSORS with no tensor, one per slot (each pair comes with its key's slot): only its objects'
+    digests (STALEMODEL when one changed) and cached inputs' values (STALEINPUT) are checked, on the shard that
+    holds them, alongside the outputs' writes on the others (docs/deployment.md, "Redis Cluster": what a
+    STALEMODEL there means for those writes; inputs come here only from a check with no output,
+    ``_inputs_still_current``)."""
     by_slot: dict[int, tuple[list[tuple[bytes, str]], list[tuple[bytes, bytes]]]] = {}
-    for pair in checked:
-        by_slot.setdefault(key_slot(pair[0]), ([], []))[0].append(pair)
-    for value in inputs:
-        by_slot.setdefault(key_slot(value[0]), ([], []))[1].append(value)
+    for slot, pair in checked:
+        by_slot.setdefault(slot, ([], []))[0].append(pair)
+    for slot, value in inputs:
+        by_slot.setdefault(slot, ([], []))[1].append(value)
     return [set_tensors_call([], [], empty_is_free, pairs, values) for pairs, values in by_slot.values()]
 
 
