@@ -21,11 +21,12 @@ How it stays coherent:
 That is not enough across servers: the store may send the writer its reply before it sends us the push
 (under load, measured: a read through us right after a write through another server saw the old value).
 So the cache serves only what a later step checks: model metadata, and the small input tensors of a run
-(AI.MODELEXECUTE on one node). Every output write of a run checks, inside the store's write script, that the
-model still has the digest the run used (STALEMODEL otherwise) and that every input the run took from here
-still holds the value it used (STALEINPUT, compared byte for byte); then nothing is written and the run is done
-again with what the store holds. A command that answers a tensor (AI.TENSORGET, a DAG's LOAD) always reads
-the store: there is no later step to check it against. GET entries over TENSOR_ENTRY_LIMIT are not kept.
+(AI.MODELEXECUTE; on a cluster, only inputs in the one slot of the run's outputs). Every output write of a
+run checks, inside the store's write script, that the model still has the digest the run used (STALEMODEL
+otherwise) and that every input the run took from here still holds the value it used (STALEINPUT, compared
+byte for byte); then nothing is written and the run is done again with what the store holds. A command that
+answers a tensor (AI.TENSORGET, a DAG's LOAD) always reads the store: there is no later step to check it
+against. GET entries over TENSOR_ENTRY_LIMIT are not kept.
 
 The budget bounds the bytes held over every database together (least recently used first out); values
 over a quarter of it are never cached. ``--cache-mb 0`` turns the cache off.
@@ -218,6 +219,10 @@ class DatabaseCache:
         self._entries.move_to_end(entry)
         self.hits += 1
         return True, found[0]
+
+    def holds(self, entry: tuple[bytes, ...]) -> bool:
+        """Whether ``entry`` is cached (not counted as a hit or a miss: ``lookup`` does that)."""
+        return entry in self._entries
 
     def remember(self, entry: tuple[bytes, ...], key: bytes, value: Any, size: int) -> None:
         self.forget_entry(entry)

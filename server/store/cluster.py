@@ -7,7 +7,8 @@ map, and from then on every key goes to the primary that owns it — AI commands
 three shards. What that means for atomicity is in docs/deployment.md ("Redis Cluster").
 
 A cluster has only database 0. Model metadata is cached as on one node, with one tracking connection per
-primary (server/store/cluster_cache.py); tensors are always read from their shard.
+primary (server/store/cluster_cache.py); a run's input tensors come from it only when they share the one slot
+of its outputs (the output write checks them there), else they are read from their shard.
 """
 
 from __future__ import annotations

@@ -18,9 +18,11 @@ A read that a node answers with a redirect (MOVED/ASK: the map changed under us)
 through the cluster link, which follows it, and the map is read again.
 
 As on one node, that is not enough across servers (another server's write may be acknowledged before its push
-reaches us), so only model metadata is cached and every output write checks the model's digest on the model's
-own shard, in the same round trip as the outputs (server/store/keyspace.py ``_tensor_writes``): STALEMODEL
-makes the run be done again with the store's metadata before the client gets OK (docs/deployment.md).
+reaches us), so only what a run's output write checks is cached: model metadata, whose digest is checked on the
+model's own shard in the same round trip as the outputs (server/store/keyspace.py ``_tensor_writes``), and the
+inputs of a run whose inputs and outputs all share one slot, compared by that slot's write script
+(``Keyspace.verifies_inputs``). STALEMODEL / STALEINPUT makes the run be done again with the store's values
+before the client gets OK (docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -76,15 +78,14 @@ class ClusterCache(TrackedCache):
     async def read_many(self, db: int, commands: Sequence[tuple[bytes, ...]],
                         hits: list[bool] | None = None) -> list[Any]:
         """Each command from its key's node's cache (a miss over that node's tracking connection), the nodes
-        in parallel; redirected or unrouted reads through the cluster link. ``hits``: every reply is said to
-        come from the cache (a caller that would check them cannot on a cluster: Keyspace.verifies_inputs)."""
-        if hits is not None:
-            hits[:] = [True] * len(commands)
+        in parallel; redirected or unrouted reads through the cluster link. ``hits``: whether each reply came
+        from the cache (a read made again through the link did not)."""
         groups: dict[int, list[int]] = {}
         for index, command in enumerate(commands):
             groups.setdefault(self._number(command[1]), []).append(index)
+        found = [False] * len(commands)
         try:
-            replies = await self._read_groups(commands, groups)
+            replies = await self._read_groups(commands, groups, found)
         except TrackingRefused:
             raise
         except AIError:
@@ -96,23 +97,48 @@ class ClusterCache(TrackedCache):
             answers = await self._link.pipeline([list(commands[i]) for i in again])
             for index, answer in zip(again, answers, strict=True):
                 replies[index] = answer
+                found[index] = False
+        if hits is not None:
+            hits[:] = found
         return replies
 
-    async def _read_groups(self, commands: Sequence[tuple[bytes, ...]], groups: dict[int, list[int]]) -> list[Any]:
+    async def _read_groups(self, commands: Sequence[tuple[bytes, ...]], groups: dict[int, list[int]],
+                           found: list[bool]) -> list[Any]:
+        """Every node's group; one whose entries are all held is read at once (no Task), the others in
+        parallel."""
         if len(groups) == 1 and UNROUTED not in groups:
-            return await TrackedCache.read_many(self, next(iter(groups)), commands)
+            hits: list[bool] = []
+            answers = await TrackedCache.read_many(self, next(iter(groups)), commands, hits)
+            found[:] = hits
+            return answers
         replies: list[Any] = [None] * len(commands)
-        parts = await asyncio.gather(*(self._read_group(number, [commands[i] for i in indices])
-                                       for number, indices in groups.items()))
-        for indices, answers in zip(groups.values(), parts, strict=True):
-            for index, answer in zip(indices, answers, strict=True):
+        held = [number for number, indices in groups.items() if self._holds(number, commands, indices)]
+        waits = [number for number in groups if number not in held]
+        parts = [await self._read_group(number, commands, groups[number], found) for number in held]
+        if len(waits) == 1:
+            parts.append(await self._read_group(waits[0], commands, groups[waits[0]], found))
+        elif waits:
+            parts += await asyncio.gather(*(self._read_group(number, commands, groups[number], found)
+                                            for number in waits))
+        for number, part in zip([*held, *waits], parts, strict=True):
+            for index, answer in zip(groups[number], part, strict=True):
                 replies[index] = answer
         return replies
 
-    async def _read_group(self, number: int, commands: list[tuple[bytes, ...]]) -> list[Any]:
+    def _holds(self, number: int, commands: Sequence[tuple[bytes, ...]], indices: list[int]) -> bool:
+        cache = self._dbs.get(number) if number != UNROUTED else None
+        return cache is not None and all(cache.holds(commands[i]) for i in indices)
+
+    async def _read_group(self, number: int, commands: Sequence[tuple[bytes, ...]], indices: list[int],
+                          found: list[bool]) -> list[Any]:
+        mine = [commands[i] for i in indices]
         if number == UNROUTED:
-            return await self._link.pipeline([list(command) for command in commands])
-        return await TrackedCache.read_many(self, number, commands)
+            return await self._link.pipeline([list(command) for command in mine])
+        hits: list[bool] = []
+        answers = await TrackedCache.read_many(self, number, mine, hits)
+        for index, hit in zip(indices, hits, strict=True):
+            found[index] = hit
+        return answers
 
     def _existing(self, key: bytes) -> DatabaseCache | None:
         number = self._number(key)

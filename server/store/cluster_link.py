@@ -15,7 +15,7 @@ from typing import Any
 
 from backends import errors as msgs
 from backends.errors import AIError
-from server.store.cluster_keys import CrossSlot, common_slot
+from server.store.cluster_keys import CrossSlot, common_slot, key_slot
 from server.store.cluster_state import ClusterState, is_redirect, is_retry_later, redirect_target
 from server.store.keyspace import StoreLink
 from server.store.upstream import StoreAddress
@@ -50,6 +50,8 @@ class ClusterLink:
         return replies
 
     def _slot(self, argv: list[bytes]) -> int | AIError | None:
+        if len(argv) > 3 and argv[2] == b"1" and argv[0] == b"EVALSHA":  # our scripts' usual shape: one key
+            return key_slot(argv[3])
         try:
             return self._cluster.keys.slot(argv)
         except CrossSlot as exc:

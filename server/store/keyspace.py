@@ -181,7 +181,7 @@ class Keyspace:
         the model the tensors came from; if the store holds another one now, STALEMODEL and nothing written.
         ``guards``: more (key, digest) pairs checked alike (a stored graph's objects). ``inputs``: (key, value)
         of the inputs a run took from our cache; STALEINPUT and nothing written if one holds another value now
-        (one node only: ``verifies_inputs``)."""
+        (only those ``verifies_inputs`` allowed)."""
         if not keys and not inputs:
             await self.run_scripts(also)
             return
@@ -195,29 +195,43 @@ class Keyspace:
         if self._cache is not None:
             self._cache.note_written(self.db, keys)
 
-    @property
-    def verifies_inputs(self) -> bool:
-        """Whether a run's inputs may come from the coherent cache: their values are then checked by the
-        output write (one node: the write is one script that can read every input key)."""
-        return self.caching and self._tags is None
+    def verifies_inputs(self, inputs: Sequence[bytes], outputs: Sequence[bytes]) -> bool:
+        """Whether a run's inputs may come from the coherent cache: the output write then checks their values
+        in the same script (one node: one script reads every key; a cluster: only when the inputs and outputs
+        all share one slot, whose write script checks them on its shard, atomically)."""
+        if not self.caching:
+            return False
+        if self._tags is None:
+            return True
+        if not outputs:
+            return False
+        slot = key_slot(outputs[0])
+        return all(key_slot(key) == slot for key in (*inputs, *outputs[1:]))
 
     def _tensor_writes(self, keys: Sequence[bytes], values: list[bytes], empty_is_free: bool,
                        checked: Sequence[tuple[bytes, str]],
                        inputs: Sequence[tuple[bytes, bytes]] = ()) -> list[ScriptCall]:
         """One SET_TENSORS call — or, on a cluster, one per slot of the keys, each atomic on its shard. The
-        (key, digest) pairs ``checked`` ride with the keys of their slot; those in a slot with no output are
-        checked on their own shard in the same round trip (``_checks_alone``). ``inputs``: one node only."""
+        (key, digest) pairs ``checked`` and the cached ``inputs`` ride with the keys of their slot; checks in a
+        slot with no output are made on their own shard in the same round trip (``_checks_alone``)."""
         if self._tags is None:
             return [set_tensors_call(keys, values, empty_is_free, checked, inputs)]
-        assert not inputs, "a cluster's write cannot check inputs on other shards (verifies_inputs)"
         groups: dict[int, tuple[list[bytes], list[bytes]]] = {}
         for key, value in zip(keys, values, strict=True):
             group = groups.setdefault(key_slot(key), ([], []))
             group[0].append(key)
             group[1].append(value)
-        calls = [set_tensors_call(slot_keys, slot_values, empty_is_free, [c for c in checked if key_slot(c[0]) == slot])
+        checked_in = [key_slot(pair[0]) for pair in checked]
+        inputs_in = [key_slot(pair[0]) for pair in inputs]
+        calls = [set_tensors_call(slot_keys, slot_values, empty_is_free,
+                                  [c for c, at in zip(checked, checked_in, strict=True) if at == slot],
+                                  [i for i, at in zip(inputs, inputs_in, strict=True) if at == slot])
                  for slot, (slot_keys, slot_values) in groups.items()]
-        return calls + _checks_alone([c for c in checked if key_slot(c[0]) not in groups], empty_is_free)
+        if all(at in groups for at in (*checked_in, *inputs_in)):
+            return calls
+        return calls + _checks_alone([(at, c) for c, at in zip(checked, checked_in, strict=True) if at not in groups],
+                                     empty_is_free,
+                                     [(at, i) for i, at in zip(inputs, inputs_in, strict=True) if at not in groups])
 
     async def write_atomic(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
         """Run ``commands`` as one MULTI/EXEC transaction in one round trip; return EXEC's replies."""
@@ -238,14 +252,19 @@ class Keyspace:
         return list(result)
 
 
-def _checks_alone(checked: Sequence[tuple[bytes, str]], empty_is_free: bool) -> list[ScriptCall]:
-    """SET_TENSORS with no tensor, one per slot: only its objects' digests are checked (STALEMODEL when one
-    changed), on the shard that holds them, alongside the outputs' writes on the others (docs/deployment.md,
-    "Redis Cluster": what a STALEMODEL there means for those writes)."""
-    by_slot: dict[int, list[tuple[bytes, str]]] = {}
-    for pair in checked:
-        by_slot.setdefault(key_slot(pair[0]), []).append(pair)
-    return [set_tensors_call([], [], empty_is_free, pairs) for pairs in by_slot.values()]
+def _checks_alone(checked: Sequence[tuple[int, tuple[bytes, str]]], empty_is_free: bool,
+                  inputs: Sequence[tuple[int, tuple[bytes, bytes]]] = ()) -> list[ScriptCall]:
+    """SET_TENSORS with no tensor, one per slot (each pair comes with its key's slot): only its objects'
+    digests (STALEMODEL when one changed) and cached inputs' values (STALEINPUT) are checked, on the shard that
+    holds them, alongside the outputs' writes on the others (docs/deployment.md, "Redis Cluster": what a
+    STALEMODEL there means for those writes; inputs come here only from a check with no output,
+    ``_inputs_still_current``)."""
+    by_slot: dict[int, tuple[list[tuple[bytes, str]], list[tuple[bytes, bytes]]]] = {}
+    for slot, pair in checked:
+        by_slot.setdefault(slot, ([], []))[0].append(pair)
+    for slot, value in inputs:
+        by_slot.setdefault(slot, ([], []))[1].append(value)
+    return [set_tensors_call([], [], empty_is_free, pairs, values) for pairs, values in by_slot.values()]
 
 
 def _no_script(reply: AIError) -> bool:

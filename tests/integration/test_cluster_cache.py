@@ -66,18 +66,23 @@ def _lose_pushes(server: RunningServer) -> None:
         cache.link._on_invalidate = lambda keys: None
 
 
-def test_repeated_runs_over_three_shards_read_the_metadata_from_the_cache(
-        servers: tuple[RunningServer, RunningServer], layout: tuple[str, str, str, str]) -> None:
-    model, a, b, c = layout
-    conn = servers[0].client()
+def _hits_of_five_runs(conn: redis.Redis, model: str, a: str, b: str, c: str) -> int:
+    """The model stored, its inputs set and one run made; the cache hits of five more runs (each checked)."""
     conn.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
     _inputs(conn, a, b)
+    _run(conn, model, a, b, c)
     before = _info(conn, "ai_cache_hits")
     for _ in range(5):
         _run(conn, model, a, b, c)
-    assert _info(conn, "ai_cache_hits") >= before + 4
-    assert _values(conn, c) == SUM
-    assert key_slot(model.encode()) not in {key_slot(k.encode()) for k in (a, b, c)}
+        assert _values(conn, c) == SUM
+    return _info(conn, "ai_cache_hits") - before
+
+
+def test_repeated_runs_over_three_shards_read_the_metadata_from_the_cache(
+        servers: tuple[RunningServer, RunningServer], layout: tuple[str, str, str, str]) -> None:
+    """Inputs the output write cannot check atomically (another slot) never come from the cache."""
+    assert 4 <= _hits_of_five_runs(servers[0].client(), *layout) <= 5  # the metadata only
+    assert key_slot(layout[0].encode()) not in {key_slot(k.encode()) for k in layout[1:]}
 
 
 def test_a_model_restored_through_another_server_is_never_run_stale(
@@ -162,3 +167,74 @@ def test_a_changed_slot_map_drops_the_cache_and_the_moved_model_is_not_run_stale
         assign_slot(cluster, slot, source)
         assert wait_until(lambda: owner(cluster, model).port == source.port)
 
+
+
+@pytest.fixture(params=["model in the slot", "model on another shard"])
+def one_slot(request: pytest.FixtureRequest, cluster: LocalCluster) -> tuple[str, str, str, str]:
+    """The two inputs and the output in one slot, the model in it too or on another shard."""
+    model = "{os}m"
+    if request.param == "model on another shard":
+        model = next(k for k in keys_on_three_shards(cluster, "os") if owner(cluster, k).port != owner(cluster, model).port)
+    return model, "{os}a", "{os}b", "{os}c"
+
+
+def test_inputs_in_the_outputs_slot_come_from_the_cache(
+        servers: tuple[RunningServer, RunningServer], one_slot: tuple[str, str, str, str]) -> None:
+    """Inputs in the one slot of the outputs are taken from the cache: that slot's write script checks them."""
+    assert _hits_of_five_runs(servers[0].client(), *one_slot) >= 4 * 3  # metadata and inputs, from the second on
+
+
+def test_an_input_in_another_slot_than_the_outputs_is_read_from_its_shard(
+        servers: tuple[RunningServer, RunningServer], layout: tuple[str, str, str, str]) -> None:
+    """A change through another server is seen at once, pushes or not: the input is read from its shard."""
+    model, a, b, c = layout
+    ours, theirs = (server.client() for server in servers)
+    _hits_of_five_runs(ours, model, a, b, c)
+    _lose_pushes(servers[0])
+    theirs.execute_command("AI.TENSORSET", a, "FLOAT", 2, "BLOB", THREE_FOUR)
+    _run(ours, model, a, b, c)
+    assert _values(ours, c) == [6.0, 8.0]
+
+
+def test_with_every_push_lost_a_stale_cached_input_is_never_written_but_run_again(
+        servers: tuple[RunningServer, RunningServer], one_slot: tuple[str, str, str, str]) -> None:
+    """The slot's write script compares each input taken from the cache with the shard's value (STALEINPUT):
+    nothing is written and the run is done again on the store's values; AI.INFO counts each request once. An
+    input deleted meanwhile answers the store's error, with nothing written."""
+    model, a, b, c = one_slot
+    ours, theirs = (server.client() for server in servers)
+    ours.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
+    _inputs(ours, a, b)
+    for _ in range(2):  # the second run takes the inputs from the cache
+        _run(ours, model, a, b, c)
+    _lose_pushes(servers[0])
+    for i in range(4):
+        value, expected = (ONE_TWO, SUM) if i % 2 else (THREE_FOUR, [6.0, 8.0])
+        theirs.execute_command("AI.TENSORSET", a, "FLOAT", 2, "BLOB", value)
+        _run(ours, model, a, b, c)
+        assert _values(ours, c) == expected
+    info = ours.execute_command("AI.INFO", model)
+    assert info[info.index(b"calls") + 1] == 6
+    theirs.delete(a)
+    with pytest.raises(redis.ResponseError, match="tensor key is empty"):
+        _run(ours, model, a, b, c)
+    assert _values(ours, c) == SUM  # nothing written
+
+
+def test_an_error_computed_from_a_stale_cached_input_is_never_answered(
+        servers: tuple[RunningServer, RunningServer], one_slot: tuple[str, str, str, str]) -> None:
+    """A run that fails on a cached input checks it with its counters (on the input's shard): changed meanwhile,
+    and the run is done again on the store's values instead of answering the stale error."""
+    model, a, b, c = one_slot
+    ours, theirs = (server.client() for server in servers)
+    ours.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
+    _inputs(ours, a, b)
+    _run(ours, model, a, b, c)
+    ours.execute_command("AI.TENSORSET", a, "FLOAT", 3, "BLOB", ONE_TWO + ONE_TWO[:4])
+    for _ in range(2):  # the second run takes the 3-element input from the cache
+        with pytest.raises(redis.ResponseError, match="size of tensor"):
+            _run(ours, model, a, b, c)
+    _lose_pushes(servers[0])
+    theirs.execute_command("AI.TENSORSET", a, "FLOAT", 2, "BLOB", THREE_FOUR)
+    _run(ours, model, a, b, c)
+    assert _values(ours, c) == [6.0, 8.0]
