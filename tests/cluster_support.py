@@ -185,6 +185,15 @@ def keys_on_three_shards(cluster: LocalCluster, prefix: str) -> list[str]:
     raise LookupError("no keys on three shards")
 
 
+def served_by(cluster: LocalCluster, key: str | bytes, node: ClusterNode) -> bool:
+    """Whether ``node`` serves ``key``'s slot now — False, not an error, while no primary claims the slot
+    (a slot just handed over: each node's view changes on its own), so it can be polled with ``wait_until``."""
+    try:
+        return owner(cluster, key).port == node.port
+    except LookupError:
+        return False
+
+
 def assign_slot(cluster: LocalCluster, slot: int, node: ClusterNode) -> None:
     """Hand an (empty) ``slot`` to ``node``, on every primary, behind the servers' backs."""
     node_id = node.client().execute_command("CLUSTER", "MYID")

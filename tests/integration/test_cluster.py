@@ -16,7 +16,15 @@ import redis
 
 from server.config import Config
 from server.store.cluster_keys import key_slot
-from tests.cluster_support import ClusterNode, LocalCluster, assign_slot, keys_on_three_shards, owner, writes_tensor
+from tests.cluster_support import (
+    ClusterNode,
+    LocalCluster,
+    assign_slot,
+    keys_on_three_shards,
+    owner,
+    served_by,
+    writes_tensor,
+)
 from tests.models import torch_add
 from tests.scripts import REDIS_SCRIPT, store_script
 from tests.support import RunningServer, running_server, wait_until
@@ -203,11 +211,11 @@ def _slot_handed_over(cluster: LocalCluster, key: str) -> Iterator[tuple[Cluster
     target = next(node for node in cluster.primaries() if node.port != source.port)
     assign_slot(cluster, slot, target)
     try:
-        assert wait_until(lambda: _owner_port(cluster, key) == target.port)
+        assert wait_until(lambda: served_by(cluster, key, target))
         yield source, target
     finally:
         assign_slot(cluster, slot, source)
-        assert wait_until(lambda: _owner_port(cluster, key) == source.port)
+        assert wait_until(lambda: served_by(cluster, key, source))
 
 
 
@@ -301,13 +309,6 @@ def test_a_queued_command_that_gets_moved_fails_the_transaction(cluster: LocalCl
         assert b"EXECABORT" in reply or b"MOVED" in reply, reply
         raw.close()
         assert target.client().get(key) is None and source.client().execute_command("DBSIZE") == 0
-
-
-def _owner_port(cluster: LocalCluster, key: str) -> int:
-    try:
-        return owner(cluster, key).port
-    except LookupError:  # the nodes do not agree yet
-        return 0
 
 
 def test_a_lost_node_connection_closes_the_clients_other_ones(cluster: LocalCluster,

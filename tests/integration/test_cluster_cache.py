@@ -12,7 +12,7 @@ import redis
 
 from server.config import Config
 from server.store.cluster_keys import key_slot
-from tests.cluster_support import LocalCluster, assign_slot, keys_on_three_shards, owner
+from tests.cluster_support import LocalCluster, assign_slot, keys_on_three_shards, owner, served_by
 from tests.models import torch_add, torch_mul
 from tests.support import RunningServer, running_server, wait_until
 
@@ -157,7 +157,7 @@ def test_a_changed_slot_map_drops_the_cache_and_the_moved_model_is_not_run_stale
     source.client().delete(model, *source.client().execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100))
     assign_slot(cluster, slot, target)
     try:
-        assert wait_until(lambda: owner(cluster, model).port == target.port)
+        assert wait_until(lambda: served_by(cluster, model, target))
         assert theirs.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_mul()) == b"OK"
         _run(ours, model, a, b, c)
         assert _values(ours, c) == [1.0, 4.0]
@@ -165,7 +165,7 @@ def test_a_changed_slot_map_drops_the_cache_and_the_moved_model_is_not_run_stale
     finally:
         target.client().delete(model, *target.client().execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100))
         assign_slot(cluster, slot, source)
-        assert wait_until(lambda: owner(cluster, model).port == source.port)
+        assert wait_until(lambda: served_by(cluster, model, source))
 
 
 
