@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from backends import errors as msgs
 from backends.base import LoadedModel
 from backends.errors import AIError
-from backends.objects import ModelMeta
+from backends.objects import ModelMeta, ScriptMeta
+from server.ai.handle_cache import HandleCache
+from server.ai.script_cache import ScriptCache
 from server.ai.state import ModelCache
 from server.store.keyspace import Keyspace
+
+if TYPE_CHECKING:
+    from backends.script_backend import CompiledScript
+
+MetaT = TypeVar("MetaT")
+HandleT = TypeVar("HandleT")
 
 
 def require_model(meta: ModelMeta | None) -> ModelMeta:
@@ -27,13 +36,25 @@ async def read_model_meta(models: ModelCache, keyspace: Keyspace, key: bytes, va
     return require_model(models.decode_meta(values, exists))
 
 
-async def loaded_model(models: ModelCache, meta: ModelMeta, keyspace: Keyspace, key: bytes) -> LoadedModel:
-    """The loaded model for ``meta`` (stored at ``key``): a cache hit without awaiting the (interpreted) cache's
-    coroutine, which a run of a small model would pay every time; built, its blob fetched, on a miss."""
-    model = models.lookup(meta)
-    if model is not None:
-        return model
-    return await models.get(meta, lambda: fetch_blob(keyspace, key), key)
+async def built(cache: HandleCache[MetaT, HandleT], meta: MetaT, fetch: Callable[[], Awaitable[bytes]],
+                key: bytes) -> HandleT:
+    """``cache.get``, its hit taken without awaiting the (interpreted) cache's coroutine, which a run of a small
+    model or script would pay every time; on a miss the handle is built, its payload fetched."""
+    handle = cache.lookup(meta)
+    if handle is not None:
+        return handle
+    return await cache.get(meta, fetch, key)
+
+
+def loaded_model(models: ModelCache, meta: ModelMeta, keyspace: Keyspace, key: bytes) -> Awaitable[LoadedModel]:
+    """The loaded model for ``meta`` (stored at ``key``)."""
+    return built(models, meta, lambda: fetch_blob(keyspace, key), key)
+
+
+def compiled_script(scripts: ScriptCache, meta: ScriptMeta, keyspace: Keyspace,
+                    key: bytes) -> Awaitable[CompiledScript]:
+    """The compiled script for ``meta`` (stored at ``key``)."""
+    return built(scripts, meta, lambda: fetch_source(keyspace, key), key)
 
 
 async def fetch_blob(keyspace: Keyspace, key: bytes) -> bytes:

@@ -8,7 +8,7 @@ PERSIST keys are written in one atomic round trip before it is sent.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from backends import errors as msgs
@@ -24,7 +24,7 @@ from dag.runinfo import RunInfo, Step, Work
 from server.ai.execution import execute_run
 from server.ai.state import AIState
 from server.ai.steps import BatchObserver, batch_spec, deadline_after, script_work, step_samples
-from server.ai.stored import fetch_source, loaded_model
+from server.ai.stored import compiled_script, loaded_model
 from server.ai.tensor_io import check_output_types, decode_input, output_type_checks
 from server.commands.dag_ops import objects_named, parse_ops
 from server.protocol.reply import OK, Status
@@ -143,14 +143,9 @@ async def op_works(ctx: ServerContext, keyspace: Keyspace, ops: list[DagOp]) -> 
             model = await loaded_model(ctx.ai.models, op.meta, keyspace, op.key)
             works[index] = ModelWork(model, len(op.meta.outputs))
         elif isinstance(op, ScriptOp):
-            compiled = await ctx.ai.scripts.get(op.meta, _fetcher(fetch_source, keyspace, op.key), op.key)
+            compiled = await compiled_script(ctx.ai.scripts, op.meta, keyspace, op.key)
             works[index] = script_work(op.meta, compiled, op.request, ctx.keyspace(0), ctx.ai.models)
     return works
-
-
-def _fetcher(fetch: Callable[[Keyspace, bytes], Awaitable[bytes]], keyspace: Keyspace,
-             key: bytes) -> Callable[[], Awaitable[bytes]]:
-    return lambda: fetch(keyspace, key)
 
 
 def build_run(ops: list[DagOp], resolved: ResolvedDag, loaded: list[Any], works: dict[int, Work],

@@ -5,8 +5,8 @@ the process by (device, source digest) (server/ai/script_cache.py). AI.SCRIPTEXE
 the input tensors and the output keys' types in one round trip, runs as a one-op DAG on the script's device
 queue, then writes the outputs in one atomic round trip before it replies (the model commands' pattern).
 
-The DAG engine's script ops use ``fetch_source`` (server/ai/stored.py), ``ScriptCache.get`` (``ctx.ai.scripts``)
-and ``script_work`` (server/ai/steps.py), as this module does.
+The DAG engine's script ops use ``compiled_script`` (server/ai/stored.py: ``ctx.ai.scripts``, a hit without
+the cache's coroutine) and ``script_work`` (server/ai/steps.py), as this module does.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from backends.tensor import Tensor
 from server.ai.single_op import SingleOp, execute_single_op
 from server.ai.state import RunStats
 from server.ai.steps import script_work
-from server.ai.stored import fetch_source
+from server.ai.stored import compiled_script
 from server.ai.tensor_io import check_output_types, decode_input, output_type_checks
 from server.commands.script_args import (
     ScriptExecuteRequest,
@@ -189,7 +189,7 @@ async def _execute(client: Client, argv: list[bytes], parse: ParseExecute) -> An
     reach database 0, whatever database the client selected."""
     ai, keyspace = client.ctx.ai, client.keyspace()
     meta, req, inputs = await _prefetch(keyspace, argv, parse)
-    compiled = await ai.scripts.get(meta, lambda: fetch_source(keyspace, req.key), req.key)
+    compiled = await compiled_script(ai.scripts, meta, keyspace, req.key)
     work = script_work(meta, compiled, req, client.ctx.keyspace(0), ai.models)
     op = SingleOp(req.key, meta.device.queue_name, work, inputs, req.outputs, req.timeout_ms)
     return await execute_single_op(ai, keyspace, op)
