@@ -74,11 +74,17 @@ class OnnxModel(NamedModel):
         self._watchdog = watchdog
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        feed = dict(zip(self._inputs, (_ort_input(array) for array in inputs), strict=True))
+        """Plain loops, not comprehensions: this module is interpreted, and each comprehension is a call."""
+        feed = {}
+        for name, array in zip(self._inputs, inputs, strict=True):
+            feed[name] = array if array.dtype != object else _ort_input(array)
         options = ort.RunOptions() if self._timeout_ms > 0 else None
         token = self._watchdog.watch(options, self._timeout_ms) if options is not None else None
         try:
-            return [np.asarray(out) for out in self._session.run(self._outputs, feed, options)]
+            outputs = []
+            for out in self._session.run(self._outputs, feed, options):
+                outputs.append(np.asarray(out))
+            return outputs
         except Exception as exc:
             raise AIError(ort_message(exc)) from exc
         finally:

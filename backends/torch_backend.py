@@ -63,8 +63,15 @@ class TorchModel(NamedModel):
         self._intra_op_threads = intra_op_threads
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """This module is interpreted (mypyc would have to analyse torch), so a run of a small model keeps its
+        own Python calls few: helpers inlined as plain loops, the common single-tensor result taken directly."""
         prepare_run_thread(self._intra_op_threads)  # on this thread: autograd off (backends/torch_threads.py)
-        tensors = [_torch_input(a) for a in inputs]
+        tensors = []
+        for array in inputs:
+            if array.dtype == object:  # a STRING tensor: as scripts answer it (the fuzz found torch's TypeError)
+                raise AIError(msgs.TENSOR_UNSUPPORTED_DTYPE_MSG)
+            # decoded inputs are read-only views of the store's bytes: a model that works in place gets a copy
+            tensors.append(torch.from_numpy(array if array.flags.writeable else array.copy()))
         if not self._on_cpu:
             tensors = [tensor.to(self._device) for tensor in tensors]
         try:
@@ -74,22 +81,10 @@ class TorchModel(NamedModel):
         except Exception as exc:
             raise AIError(msgs.BACKEND_ERROR_FMT.format(detail=one_line(exc))) from exc
         if self._on_cpu:  # outputs made with autograd off need no detach()
+            if type(result) is torch.Tensor:
+                return [result.contiguous().numpy()]
             return [t.contiguous().numpy() for t in _flatten(result)]
         return [t.detach().to("cpu").contiguous().numpy() for t in _flatten(result)]
-
-
-def _torch_input(array: np.ndarray) -> torch.Tensor:
-    """A model input as a torch tensor; a STRING tensor (a numpy object array) answers ``ERR unsupported dtype``,
-    as scripts answer it (found by the fuzz: torch's own TypeError escaped the backend as an op failure)."""
-    if array.dtype == object:
-        raise AIError(msgs.TENSOR_UNSUPPORTED_DTYPE_MSG)
-    return torch.from_numpy(_writable(array))
-
-
-def _writable(array: np.ndarray) -> np.ndarray:
-    """Inputs decoded from the store are read-only views of its bytes; a model that works in place must
-    never write into them, so those are copied (store-owned memory stays immutable)."""
-    return array if array.flags.writeable else array.copy()
 
 
 class TorchBackend:

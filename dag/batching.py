@@ -21,7 +21,6 @@ Rules, and where we differ from RedisAI 1.2.7 (on purpose):
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 from typing import Final
 
 
@@ -58,18 +57,41 @@ class BatchCandidate:
         self.deadline: Final = deadline
 
 
-@dataclass(frozen=True, slots=True)
 class RunBatch:
-    """Run these candidates (indices into the list given to ``select_batch``) as one model call."""
+    """Run these candidates (indices into the list given to ``select_batch``) as one model call. A plain class
+    (one per batch; a dataclass's ``__init__`` stays interpreted under mypyc) that compares by value."""
 
-    members: tuple[int, ...]
+    __slots__ = ("members",)
+
+    def __init__(self, members: tuple[int, ...]) -> None:
+        self.members: Final = members
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RunBatch) and other.members == self.members
+
+    def __hash__(self) -> int:
+        return hash(self.members)
+
+    def __repr__(self) -> str:
+        return f"RunBatch({self.members!r})"
 
 
-@dataclass(frozen=True, slots=True)
 class WaitForBatch:
     """Not enough partners yet: look again at ``until`` (monotonic seconds) or when woken; None = only when woken."""
 
-    until: float | None
+    __slots__ = ("until",)
+
+    def __init__(self, until: float | None) -> None:
+        self.until: Final = until
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, WaitForBatch) and other.until == self.until
+
+    def __hash__(self) -> int:
+        return hash(self.until)
+
+    def __repr__(self) -> str:
+        return f"WaitForBatch({self.until!r})"
 
 
 Decision = RunBatch | WaitForBatch

@@ -31,10 +31,10 @@ before the op starts, and the queue's INFO counters. ``--inline-op-us 0`` turns 
 from __future__ import annotations
 
 import time
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from dag.cost_table import CostTable
 from dag.inline_batch import BatchGather
 from dag.queues import DeviceQueue
 from dag.runinfo import RunInfo, Step, size_class
@@ -52,14 +52,15 @@ class InlinePolicy:
         self.max_us = max_us
         self.inline_runs = 0  # INFO: runs that never left the loop thread
         # model -> {input size class: CPU µs per run}: a model measured on small inputs says nothing of big ones
-        self._cost_us: weakref.WeakKeyDictionary[Any, dict[int, float]] = weakref.WeakKeyDictionary()
+        self._cost_us = CostTable()
         self.batches = BatchGather(self.batch_fits, self.run_batch_here)  # auto-batched runs (dag/inline_batch.py)
 
     def eligible(self, run: RunInfo, queue: DeviceQueue) -> bool:
         if self.max_us <= 0 or len(run.steps) != 1 or not _may_run_here(run.steps[0], queue):
             return False
         step = run.steps[0]
-        cost = self._cost_us.get(_cost_key(step), {}).get(_size_class(run, step))
+        costs = self._cost_us.costs(_cost_key(step))
+        cost = costs.get(_size_class(run, step)) if costs is not None else None
         return cost is not None and cost <= self.max_us
 
     def batch_eligible(self, run: RunInfo, queue: DeviceQueue) -> bool:
@@ -77,7 +78,8 @@ class InlinePolicy:
         loop thread longer than one op."""
         step = runs[0].steps[0]
         size = size_class([run.slots[i] for run in runs for i in run.steps[0].inputs])
-        cost = self._cost_us.get(_cost_key(step), {}).get(size)
+        costs = self._cost_us.costs(_cost_key(step))
+        cost = costs.get(size) if costs is not None else None
         return cost is not None and cost <= BATCH_BUDGET * self.max_us
 
     def run_batch_here(self, runs: Sequence[RunInfo], queue: DeviceQueue) -> None:
@@ -130,7 +132,7 @@ class InlinePolicy:
         if key is None:
             return
         try:
-            costs = self._cost_us.setdefault(key, {})
+            costs = self._cost_us.costs_for(key)
         except TypeError:  # a model object that cannot be weakly referenced: never inline it
             return
         previous = costs.get(size)

@@ -9,22 +9,25 @@ and its dependency order the command order. Pure: no store, no threads.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import Final
 
 from backends import errors as msgs
 from backends.errors import AIError
 from dag.ops import DagOp
 
 
-@dataclass(frozen=True, slots=True)
 class ResolvedDag:
-    """Slot indices for every LOAD, op input, op output and PERSIST name."""
+    """Slot indices for every LOAD, op input, op output and PERSIST name (a plain class: one per DAG request)."""
 
-    n_slots: int
-    load_slots: tuple[int, ...]
-    op_inputs: tuple[tuple[int, ...], ...]
-    op_outputs: tuple[tuple[int, ...], ...]
-    persist: tuple[tuple[bytes, int], ...]
+    __slots__ = ("load_slots", "n_slots", "op_inputs", "op_outputs", "persist")
+
+    def __init__(self, n_slots: int, load_slots: tuple[int, ...], op_inputs: tuple[tuple[int, ...], ...],
+                 op_outputs: tuple[tuple[int, ...], ...], persist: tuple[tuple[bytes, int], ...]) -> None:
+        self.n_slots: Final = n_slots
+        self.load_slots: Final = load_slots
+        self.op_inputs: Final = op_inputs
+        self.op_outputs: Final = op_outputs
+        self.persist: Final = persist
 
 
 def resolve(load: Sequence[bytes], ops: Sequence[DagOp], persist: Sequence[bytes]) -> ResolvedDag:

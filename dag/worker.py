@@ -137,8 +137,8 @@ def execute_step(run: RunInfo, step: Step, device: str, cpu: bool = True,
     error: AIError | None = None
     try:
         outputs = step.work(inputs)
-    except AIError as exc:
-        error = exc
+    except AIError as failure:  # its own name: compiled, ``exc`` would be typed AIError for both clauses
+        error = failure
     except Exception as exc:
         log.exception("op %d on %s raised", step.index, device)
         error = _op_failed(exc)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
+from asyncio import iscoroutine
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -53,6 +54,7 @@ class ServerContext:
     _client_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _keyspaces: dict[int, Keyspace] = field(default_factory=dict)
     _by_name: dict[bytes, CommandSpec | None] = field(default_factory=dict)  # argv[0] as sent → its spec
+    _coroutine_kinds: dict[type, bool] = field(default_factory=dict)  # a handler outcome's type → is a coroutine
 
     def spec_of(self, name: bytes) -> CommandSpec | None:
         """The table row of command ``name`` in any letter case (None: relayed). Looked up once per spelling:
@@ -64,6 +66,15 @@ class ServerContext:
             if len(self._by_name) < 4096:  # bounded: a client sending random names cannot grow it
                 self._by_name[name] = spec
             return spec
+
+    def is_coroutine(self, outcome: object) -> bool:
+        """``asyncio.iscoroutine``, remembered per type: a compiled (mypyc) handler's coroutine is not a
+        ``CoroutineType``, and asyncio's check of any other type runs an interpreted ABC check every time."""
+        kind = type(outcome)
+        known = self._coroutine_kinds.get(kind)
+        if known is None:
+            known = self._coroutine_kinds[kind] = iscoroutine(outcome)
+        return known
 
     def next_client_id(self) -> int:
         return next(self._client_ids)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from asyncio import iscoroutine
 from collections import deque
 from types import CoroutineType
 from typing import Any, cast
@@ -42,7 +41,7 @@ from server.frontend.relay import Relay
 from server.frontend.replies import ReplyQueue, failure_reply
 from server.ops.logs import VERBOSE
 from server.ops.stats import CommandStat
-from server.protocol.reply import encode
+from server.protocol.reply import Raw, Status, encode
 from server.protocol.request import RequestParser
 from server.protocol.slot import ReplySlot
 from server.store.keyspace import Keyspace
@@ -55,7 +54,7 @@ LOW_WATER = 128
 PUBSUB_OUTPUT_LIMIT = 32 * 1024 * 1024
 # What synchronous handlers return; anything else may be a coroutine of a compiled (mypyc) handler, whose type
 # is not CoroutineType.
-PLAIN_OUTCOMES: frozenset[type] = frozenset({bytes, str, int, float, list, tuple, dict, type(None)})
+PLAIN_OUTCOMES: frozenset[type] = frozenset({bytes, str, int, float, list, tuple, dict, type(None), Status, Raw})
 
 
 
@@ -248,7 +247,8 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         try:
             outcome = self._dispatch(argv, spec)
             # an async handler: CoroutineType first (the cheap check), then a compiled (mypyc) coroutine
-            if type(outcome) is CoroutineType or (type(outcome) not in PLAIN_OUTCOMES and iscoroutine(outcome)):
+            kind = type(outcome)
+            if kind is CoroutineType or (kind not in PLAIN_OUTCOMES and self.ctx.is_coroutine(outcome)):
                 finished, outcome = drive(outcome, lambda reply, failure: self._finish(
                     reply, failure, argv, slot, spec, started))  # runs synchronously until it really waits
                 if not finished:

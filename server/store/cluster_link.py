@@ -50,9 +50,13 @@ class ClusterLink:
         return replies
 
     def _slot(self, argv: list[bytes]) -> int | AIError | None:
-        if len(argv) > 3 and argv[2] == b"1" and argv[0] == b"EVALSHA":  # our scripts' usual shape: one key
-            return key_slot(argv[3])
         try:
+            if len(argv) > 3 and argv[0] == b"EVALSHA":  # our scripts: their keys follow the count, no key spec
+                if argv[2] == b"1":
+                    return key_slot(argv[3])
+                count = argv[2]
+                if count.isdigit() and 3 + int(count) <= len(argv):
+                    return common_slot(argv[3 : 3 + int(count)])
             return self._cluster.keys.slot(argv)
         except CrossSlot as exc:
             return exc

@@ -49,7 +49,8 @@ class ClusterState:
         self.seed = seed
         self._seeds = [node_address(seed, seed.host, seed.port),
                        *(node_address(seed, s.host, s.port) for s in extra_seeds)]
-        self.topology = Topology((), (-1,) * 16384)
+        # not ``(-1,) * 16384``: mypy types that as a tuple of 16384 ints, and mypyc ran out of memory on it
+        self.topology = Topology((), tuple([-1] * 16384))
         self.keys = KeyFinder({})
         self._tags: SlotTags | None = None
         self._links: dict[tuple[str, int], RedisLink] = {}

@@ -216,13 +216,16 @@ class Keyspace:
         slot with no output are made on their own shard in the same round trip (``_checks_alone``)."""
         if self._tags is None:
             return [set_tensors_call(keys, values, empty_is_free, checked, inputs)]
-        groups: dict[int, tuple[list[bytes], list[bytes]]] = {}
-        for key, value in zip(keys, values, strict=True):
-            group = groups.setdefault(key_slot(key), ([], []))
-            group[0].append(key)
-            group[1].append(value)
+        key_slots = [key_slot(key) for key in keys]
         checked_in = [key_slot(pair[0]) for pair in checked]
         inputs_in = [key_slot(pair[0]) for pair in inputs]
+        if key_slots and _all_equal(key_slots, checked_in, inputs_in):  # one slot (AI.TENSORSET …): one call
+            return [set_tensors_call(keys, values, empty_is_free, checked, inputs)]
+        groups: dict[int, tuple[list[bytes], list[bytes]]] = {}
+        for key, value, slot in zip(keys, values, key_slots, strict=True):
+            group = groups.setdefault(slot, ([], []))
+            group[0].append(key)
+            group[1].append(value)
         calls = [set_tensors_call(slot_keys, slot_values, empty_is_free,
                                   [c for c, at in zip(checked, checked_in, strict=True) if at == slot],
                                   [i for i, at in zip(inputs, inputs_in, strict=True) if at == slot])
@@ -250,6 +253,12 @@ class Keyspace:
         if result is None or queued_errors:
             raise queued_errors[0] if queued_errors else AIError(msgs.TRANSACTION_ABORTED_MSG)
         return list(result)
+
+
+def _all_equal(first: list[int], *more: list[int]) -> bool:
+    """Whether every slot in ``first`` (not empty) and ``more`` is the same one."""
+    slot = first[0]
+    return all(at == slot for at in first) and all(at == slot for slots in more for at in slots)
 
 
 def _checks_alone(checked: Sequence[tuple[int, tuple[bytes, str]]], empty_is_free: bool,
