@@ -80,12 +80,8 @@ class ClusterCache(TrackedCache):
         """Each command from its key's node's cache (a miss over that node's tracking connection), the nodes
         in parallel; redirected or unrouted reads through the cluster link. ``hits``: whether each reply came
         from the cache (a read made again through the link did not)."""
-        groups: dict[int, list[int]] = {}
-        for index, command in enumerate(commands):
-            groups.setdefault(self._number(command[1]), []).append(index)
-        found = [False] * len(commands)
         try:
-            replies = await self._read_groups(commands, groups, found)
+            replies, found = await self._read_all(commands)
         except TrackingRefused:
             raise
         except AIError:
@@ -101,6 +97,20 @@ class ClusterCache(TrackedCache):
         if hits is not None:
             hits[:] = found
         return replies
+
+    async def _read_all(self, commands: Sequence[tuple[bytes, ...]]) -> tuple[list[Any], list[bool]]:
+        """The replies, and whether each came from the cache; one key (AI.TENSORGET, a model's metadata) goes
+        straight to its node's cache, with no grouping."""
+        if len(commands) == 1:
+            number = self._number(commands[0][1])
+            if number != UNROUTED:
+                hits: list[bool] = []
+                return await TrackedCache.read_many(self, number, commands, hits), hits
+        groups: dict[int, list[int]] = {}
+        for index, command in enumerate(commands):
+            groups.setdefault(self._number(command[1]), []).append(index)
+        found = [False] * len(commands)
+        return await self._read_groups(commands, groups, found), found
 
     async def _read_groups(self, commands: Sequence[tuple[bytes, ...]], groups: dict[int, list[int]],
                            found: list[bool]) -> list[Any]:

@@ -22,6 +22,7 @@ from server.store.upstream import StoreAddress
 
 MAX_REDIRECTS = 5
 TRYAGAIN_PAUSE_S = 0.02
+SPREAD = -1  # not a slot: commands for several slots (or a key error), sent the general way
 
 Unit = list[int]  # indices into the caller's commands that must run together on one node
 
@@ -38,10 +39,9 @@ class ClusterLink:
 
     async def pipeline(self, commands: list[list[bytes]]) -> list[Any]:
         slots = [self._slot(argv) for argv in commands]
-        distinct = set(slots)
-        distinct.discard(None)
-        if len(distinct) <= 1 and not any(isinstance(slot, AIError) for slot in distinct):
-            replies = await self._one_node(commands, distinct.pop() if distinct else None)
+        common = _common(slots)
+        if common != SPREAD:
+            replies = await self._one_node(commands, common)
             if replies is not None:
                 return replies
         replies = [None] * len(commands)
@@ -173,6 +173,18 @@ class ClusterLink:
                     later = True
                     again.setdefault(address, []).append((unit, False))
         return again, moved, later
+
+
+def _common(slots: list[int | AIError | None]) -> int | None:
+    """The one slot of ``slots`` (None: all keyless); SPREAD when there are several, or one is an error (no
+    exception raised: a run over three shards comes here every time)."""
+    found: int | None = None
+    for slot in slots:
+        if isinstance(slot, AIError) or (slot is not None and found is not None and slot != found):
+            return SPREAD
+        if slot is not None:
+            found = slot
+    return found
 
 
 def _unit_slot(slots: list[int | AIError | None]) -> int | None:
