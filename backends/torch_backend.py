@@ -63,8 +63,8 @@ class TorchModel(NamedModel):
         self._intra_op_threads = intra_op_threads
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        """This module is interpreted (mypyc would have to analyse torch), so a run of a small model keeps its
-        own Python calls few: helpers inlined as plain loops, the common single-tensor result taken directly."""
+        """This module is interpreted (``NamedModel``'s subclasses are: docs/performance.md), so a run of a small
+        model keeps its own Python calls few: helpers inlined as plain loops, a single tensor taken directly."""
         prepare_run_thread(self._intra_op_threads)  # on this thread: autograd off (backends/torch_threads.py)
         tensors = []
         for array in inputs:

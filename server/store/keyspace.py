@@ -221,20 +221,7 @@ class Keyspace:
         inputs_in = [key_slot(pair[0]) for pair in inputs]
         if key_slots and _all_equal(key_slots, checked_in, inputs_in):  # one slot (AI.TENSORSET …): one call
             return [set_tensors_call(keys, values, empty_is_free, checked, inputs)]
-        groups: dict[int, tuple[list[bytes], list[bytes]]] = {}
-        for key, value, slot in zip(keys, values, key_slots, strict=True):
-            group = groups.setdefault(slot, ([], []))
-            group[0].append(key)
-            group[1].append(value)
-        calls = [set_tensors_call(slot_keys, slot_values, empty_is_free,
-                                  [c for c, at in zip(checked, checked_in, strict=True) if at == slot],
-                                  [i for i, at in zip(inputs, inputs_in, strict=True) if at == slot])
-                 for slot, (slot_keys, slot_values) in groups.items()]
-        if all(at in groups for at in (*checked_in, *inputs_in)):
-            return calls
-        return calls + _checks_alone([(at, c) for c, at in zip(checked, checked_in, strict=True) if at not in groups],
-                                     empty_is_free,
-                                     [(at, i) for i, at in zip(inputs, inputs_in, strict=True) if at not in groups])
+        return _per_slot_writes(keys, values, key_slots, checked, checked_in, inputs, inputs_in, empty_is_free)
 
     async def write_atomic(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
         """Run ``commands`` as one MULTI/EXEC transaction in one round trip; return EXEC's replies."""
@@ -253,6 +240,44 @@ class Keyspace:
         if result is None or queued_errors:
             raise queued_errors[0] if queued_errors else AIError(msgs.TRANSACTION_ABORTED_MSG)
         return list(result)
+
+
+# one slot's part of a write: its tensor keys and values, and the (key, digest) checks and cached inputs there
+_SlotWrite = tuple[list[bytes], list[bytes], list[tuple[bytes, str]], list[tuple[bytes, bytes]]]
+
+
+def _per_slot_writes(keys: Sequence[bytes], values: list[bytes], key_slots: list[int],
+                     checked: Sequence[tuple[bytes, str]], checked_in: list[int],
+                     inputs: Sequence[tuple[bytes, bytes]], inputs_in: list[int],
+                     empty_is_free: bool) -> list[ScriptCall]:
+    """One SET_TENSORS per slot of the keys (each given its slot), its checks and cached inputs with it; checks
+    in a slot with no key, alone on their shard."""
+    groups: dict[int, _SlotWrite] = {}
+    for key, value, slot in zip(keys, values, key_slots, strict=True):
+        group = groups.get(slot)
+        if group is None:
+            group = groups[slot] = ([], [], [], [])
+        group[0].append(key)
+        group[1].append(value)
+    lone_checked: list[tuple[int, tuple[bytes, str]]] = []
+    for pair, slot in zip(checked, checked_in, strict=True):
+        group = groups.get(slot)
+        if group is None:
+            lone_checked.append((slot, pair))
+        else:
+            group[2].append(pair)
+    lone_inputs: list[tuple[int, tuple[bytes, bytes]]] = []
+    for item, slot in zip(inputs, inputs_in, strict=True):
+        group = groups.get(slot)
+        if group is None:
+            lone_inputs.append((slot, item))
+        else:
+            group[3].append(item)
+    calls = [set_tensors_call(slot_keys, slot_values, empty_is_free, slot_checked, slot_inputs)
+             for slot_keys, slot_values, slot_checked, slot_inputs in groups.values()]
+    if lone_checked or lone_inputs:
+        calls += _checks_alone(lone_checked, empty_is_free, lone_inputs)
+    return calls
 
 
 def _all_equal(first: list[int], *more: list[int]) -> bool:
