@@ -10,8 +10,8 @@ worker threads hand their store requests to the loop.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 from backends import errors as msgs
 from backends.errors import AIError, raise_if_unavailable
@@ -20,6 +20,7 @@ from server.store.cache import TrackedCache, TrackingRefused
 from server.store.cluster_keys import SlotTags, key_slot
 
 Arg = bytes | str | int | float | memoryview
+T = TypeVar("T")
 
 
 class StoreLink(Protocol):
@@ -259,25 +260,26 @@ def _per_slot_writes(keys: Sequence[bytes], values: list[bytes], key_slots: list
             group = groups[slot] = ([], [], [], [])
         group[0].append(key)
         group[1].append(value)
-    lone_checked: list[tuple[int, tuple[bytes, str]]] = []
-    for pair, slot in zip(checked, checked_in, strict=True):
-        group = groups.get(slot)
-        if group is None:
-            lone_checked.append((slot, pair))
-        else:
-            group[2].append(pair)
-    lone_inputs: list[tuple[int, tuple[bytes, bytes]]] = []
-    for item, slot in zip(inputs, inputs_in, strict=True):
-        group = groups.get(slot)
-        if group is None:
-            lone_inputs.append((slot, item))
-        else:
-            group[3].append(item)
+    lone_checked = _attach(groups, checked, checked_in, lambda group: group[2])
+    lone_inputs = _attach(groups, inputs, inputs_in, lambda group: group[3])
     calls = [set_tensors_call(slot_keys, slot_values, empty_is_free, slot_checked, slot_inputs)
              for slot_keys, slot_values, slot_checked, slot_inputs in groups.values()]
     if lone_checked or lone_inputs:
         calls += _checks_alone(lone_checked, empty_is_free, lone_inputs)
     return calls
+
+
+def _attach(groups: dict[int, _SlotWrite], items: Sequence[T], slots: list[int],
+            part: Callable[[_SlotWrite], list[T]]) -> list[tuple[int, T]]:
+    """Each item (given its slot) into ``part`` of its slot's write; those of a slot with none, returned."""
+    lone: list[tuple[int, T]] = []
+    for item, slot in zip(items, slots, strict=True):
+        group = groups.get(slot)
+        if group is None:
+            lone.append((slot, item))
+        else:
+            part(group).append(item)
+    return lone
 
 
 def _all_equal(first: list[int], *more: list[int]) -> bool:
