@@ -51,7 +51,7 @@ class ClusterLink:
 
     def _slot(self, argv: list[bytes]) -> int | AIError | None:
         try:
-            if len(argv) > 3 and argv[0] == b"EVALSHA":  # our scripts: their keys follow the count, no key spec
+            if len(argv) > 3 and argv[0] == b"EVALSHA":  # our scripts: the keys follow their count (no key-spec lookup)
                 if argv[2] == b"1":
                     return key_slot(argv[3])
                 count = argv[2]
