@@ -38,6 +38,9 @@ endif
 
 $(COMPILED): $(STAMP) setup.py server/compiled.py $(HOT_SOURCES)
 	REDISAI_COMPILE=1 $(BIN)/python setup.py --quiet build_ext --inplace
+	# the build is now current; an edit that changes no C (a comment) leaves mypyc's library untouched, and
+	# server/compiled.py would then call the module stale forever: date the library by this build
+	find . -maxdepth 1 -name '*__mypyc*.so' -exec touch {} +
 	mkdir -p build && touch $(COMPILED)
 
 purge-compiled:

@@ -103,7 +103,8 @@ def _native_beside(source: str) -> str | None:
 def _shared_library_time(root: str) -> float:
     """When mypyc's shared library (the compiled code itself; each module's `.so` is a small shim) was built.
 
-    A rebuild rewrites it but may leave an unchanged shim with its old time, so staleness is judged by it.
+    A rebuild rewrites it but may leave an unchanged shim with its old time, so staleness is judged by it; a
+    rebuild after an edit that changes no C (a comment) rewrites nothing, so `make compile` dates the library.
     """
     times = [os.path.getmtime(os.path.join(root, name)) for name in os.listdir(root) if "__mypyc" in name]
     return max(times, default=0.0)
