@@ -54,9 +54,9 @@ class ClusterLink:
             if len(argv) > 3 and argv[0] == b"EVALSHA":  # our scripts: the keys follow their count (no key-spec lookup)
                 if argv[2] == b"1":
                     return key_slot(argv[3])
-                count = argv[2]
-                if count.isdigit() and 3 + int(count) <= len(argv):
-                    return common_slot(argv[3 : 3 + int(count)])
+                count = int(argv[2]) if argv[2].isdigit() else -1
+                if 0 <= count <= len(argv) - 3:
+                    return common_slot(argv[3 : 3 + count])
             return self._cluster.keys.slot(argv)
         except CrossSlot as exc:
             return exc
@@ -189,15 +189,10 @@ def _common(slots: list[int | AIError | None]) -> int | None:
 
 def _unit_slot(slots: list[int | AIError | None]) -> int | None:
     """The one slot of a unit's commands (None: all keyless); their CROSSSLOT, or a new one across them."""
-    found: int | None = None
-    for slot in slots:
-        if isinstance(slot, AIError):
-            raise slot
-        if slot is not None:
-            if found is not None and slot != found:
-                raise CrossSlot()
-            found = slot
-    return found
+    common = _common(slots)
+    if common != SPREAD:
+        return common
+    raise next((slot for slot in slots if isinstance(slot, AIError)), CrossSlot())
 
 
 def _all_done(futures: list[asyncio.Future[list[Any]]]) -> asyncio.Future[None]:
