@@ -7,22 +7,29 @@ MLP that computes in ~14 µs cost ~190 µs of CPU on its worker thread. RedisAI 
 
 So a single-op run (AI.MODELEXECUTE, or a one-model DAG) runs inline, on the calling (loop) thread, when:
 
-* its model has been seen to cost at most ``max_us`` microseconds of CPU per run on inputs of the same size
-  class (total bytes, to a power of two): the first run of each model and size class always goes to a worker
-  and is measured there; inline runs keep the estimate up to date, so a model that grows slow goes back to
-  the workers;
+* its model has been seen to cost at most ``max_us`` microseconds per run on this thread, on inputs of the
+  same size class (total bytes, to a power of two), or it is time to try it here (dag/cost_table.py
+  ``CostEstimate``): the first run of each model and size class always goes to a worker and is measured
+  there, and a model a worker saw cost at most 4 x ``max_us`` (the hand-off included) is then tried here;
+  inline runs keep their own figure up to date, so a model that grows slow goes back to the workers, and is
+  tried here again after a while;
 * it is on a CPU device, with no auto-batching, and is a model (scripts may call the store, which the loop
-  thread must never wait for);
-* its device queue is idle, so ops that do queue are not overtaken by a stream of inline ones.
+  thread must never wait for).
 
-An auto-batched run (a model stored with BATCHSIZE) that would qualify is gathered with the others of the same
-loop iteration instead (``batches``, dag/inline_batch.py), and their batch runs here when one call of that
-model on the batch's size class was seen to cost at most BATCH_BUDGET x ``max_us``; the first batches of each
-class go to a worker, whose batched call is measured (``StepResult.cost_class``).
+It may overtake tickets queued for a worker (other clients' runs: a client's own commands run one after the
+other). It once had to wait for an idle queue instead, and that made the workers a trap: under load the
+queue of a model on the workers is never empty, so none of its runs could come back (docs/performance.md,
+"The inline cliff").
+
+An auto-batched run (a model stored with BATCHSIZE) on an idle CPU queue is gathered with the others of the
+same loop iteration instead (``batches``, dag/inline_batch.py), and their batch runs here when one call of
+that model on the batch's size class was seen to cost at most BATCH_BUDGET x ``max_us`` here (or is due a
+try, as above); the first batches of each class go to a worker, whose batched call is measured
+(``StepResult.cost_class``).
 
 A compiled stored graph (server/commands/graph_run.py) runs whole on the loop thread, producers first, when
-every step is such a model step and the graph's own measured cost (``GraphCosts``, per input size class) is
-at most GRAPH_BUDGET x ``max_us``.
+every step is such a model step and the graph's own cost (``GraphCosts``, per input size class) is at most
+GRAPH_BUDGET x ``max_us`` here (or is due a try).
 
 Inline runs keep everything else as it is: the same RunInfo, results, durations (AI.INFO), TIMEOUT checked
 before the op starts, and the queue's INFO counters. ``--inline-op-us 0`` turns it off.
@@ -34,34 +41,33 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from dag.cost_table import CostTable
+from dag.cost_table import CostEstimate, CostTable
 from dag.inline_batch import BatchGather
 from dag.queues import DeviceQueue
 from dag.runinfo import RunInfo, Step, size_class
 from dag.worker import execute_step, run_batch
 
-SMOOTHING = 0.2  # weight of the newest observation in a model's cost estimate
 GRAPH_BUDGET = 4  # a compiled graph runs inline while its whole run costs at most this many times max_us
 BATCH_BUDGET = 4  # a gathered batch (one call for many requests) runs inline while it costs at most this x max_us
 
 
 class InlinePolicy:
-    """Which runs go inline, from each model's observed CPU cost per run (event-loop thread only)."""
+    """Which runs go inline, from each model's observed cost per run (event-loop thread only)."""
 
     def __init__(self, max_us: int) -> None:
         self.max_us = max_us
         self.inline_runs = 0  # INFO: runs that never left the loop thread
-        # model -> {input size class: CPU µs per run}: a model measured on small inputs says nothing of big ones
+        # model -> {input size class: its costs}: a model measured on small inputs says nothing of big ones
         self._cost_us = CostTable()
         self.batches = BatchGather(self.batch_fits, self.run_batch_here)  # auto-batched runs (dag/inline_batch.py)
 
-    def eligible(self, run: RunInfo, queue: DeviceQueue) -> bool:
-        if self.max_us <= 0 or len(run.steps) != 1 or not _may_run_here(run.steps[0], queue):
+    def eligible(self, run: RunInfo) -> bool:
+        if self.max_us <= 0 or len(run.steps) != 1 or not _may_run_here(run.steps[0]):
             return False
         step = run.steps[0]
         costs = self._cost_us.costs(_cost_key(step))
-        cost = costs.get(_size_class(run, step)) if costs is not None else None
-        return cost is not None and cost <= self.max_us
+        estimate = costs.get(_size_class(run, step)) if costs is not None else None
+        return estimate is not None and estimate.may_run_inline(self.max_us)
 
     def batch_eligible(self, run: RunInfo, queue: DeviceQueue) -> bool:
         """A single-op run of an auto-batched model on an idle CPU queue: held for a batch on this thread
@@ -74,36 +80,43 @@ class InlinePolicy:
 
     def batch_fits(self, runs: Sequence[RunInfo]) -> bool:
         """One call for ``runs`` (a batch of single-op runs of one model) has been seen to cost at most
-        BATCH_BUDGET x ``max_us`` on inputs of its size class: a batch serves many requests, so it may take the
-        loop thread longer than one op."""
+        BATCH_BUDGET x ``max_us`` here on inputs of its size class, or is due a try: a batch serves many
+        requests, so it may take the loop thread longer than one op."""
         step = runs[0].steps[0]
         size = size_class([run.slots[i] for run in runs for i in run.steps[0].inputs])
         costs = self._cost_us.costs(_cost_key(step))
-        cost = costs.get(size) if costs is not None else None
-        return cost is not None and cost <= BATCH_BUDGET * self.max_us
+        estimate = costs.get(size) if costs is not None else None
+        return estimate is not None and estimate.may_run_inline(BATCH_BUDGET * self.max_us)
 
     def run_batch_here(self, runs: Sequence[RunInfo], queue: DeviceQueue) -> None:
         """Run ``runs`` as one batched call on this thread, recorded and counted as a worker would."""
         steps = [run.steps[0] for run in runs]
-        elapsed = run_batch(runs, steps, cpu=False)  # no CPU clock read (two syscalls) on the loop thread
+        elapsed = run_batch(runs, steps)  # this thread's CPU time is the cost (see run_here)
         result = runs[0].results[0]
-        if result.ok:  # wall time: on the loop thread nothing else runs meanwhile
-            self._remember_class(steps[0], result.cost_class, elapsed * 1_000_000)
+        estimate = self._estimate(steps[0], result.cost_class) if result.ok else None
+        if estimate is not None:  # gathered only while the queue was empty: never contended
+            estimate.ran_inline(result.cpu_us, BATCH_BUDGET * self.max_us)
         self._count(queue, elapsed, batched=len(runs) if len(runs) > 1 else 0)
         spec = steps[0].batch
         if len(runs) > 1 and spec is not None and spec.on_batch is not None:
             spec.on_batch(len(runs))
         self.inline_runs += len(runs)
 
-    def graph_eligible(self, steps: Sequence[Step], queues: Sequence[DeviceQueue], estimate_us: float | None) -> bool:
-        """A compiled graph runs whole on the loop thread when every step may (model steps on idle CPU queues,
-        no batching, no scripts) and its last runs cost at most GRAPH_BUDGET x ``max_us`` of CPU in all."""
-        if self.max_us <= 0 or estimate_us is None or estimate_us > GRAPH_BUDGET * self.max_us:
+    def graph_eligible(self, steps: Sequence[Step], estimate: CostEstimate | None) -> bool:
+        """A compiled graph runs whole on the loop thread when every step may (model steps on CPU queues, no
+        batching, no scripts) and its runs cost at most GRAPH_BUDGET x ``max_us`` of CPU in all here, or are
+        due a try (``estimate``: the graph's, for its inputs' size class)."""
+        if self.max_us <= 0 or estimate is None or not estimate.may_run_inline(self.graph_budget_us):
             return False
-        return all(_may_run_here(step, queue) for step, queue in zip(steps, queues, strict=True))
+        return all(_may_run_here(step) for step in steps)
+
+    @property
+    def graph_budget_us(self) -> float:
+        return GRAPH_BUDGET * self.max_us
 
     def run_graph_here(self, run: RunInfo, order: Sequence[int], queues: Sequence[DeviceQueue]) -> float:
-        """Run the steps in ``order`` (producers first) on this thread, as ``run_here`` does; the CPU seconds."""
+        """Run the steps in ``order`` (producers first) on this thread, as ``run_here`` does; the CPU seconds.
+        (Whether a queue held tickets meanwhile, the caller asks ``contended`` first.)"""
         started = time.thread_time()
         spent: dict[int, list[float]] = {}  # queue → seconds per step: each queue's lock is taken once
         for index in order:
@@ -122,30 +135,38 @@ class InlinePolicy:
         on the batch's size class)."""
         if len(run.steps) == 1 and run.results[0].cpu_us > 0:
             result = run.results[0]
-            self._remember_class(run.steps[0], result.cost_class or _size_class(run, run.steps[0]), result.cpu_us)
+            estimate = self._estimate(run.steps[0], result.cost_class or _size_class(run, run.steps[0]))
+            if estimate is not None:
+                estimate.ran_on_worker(result.cpu_us)
 
-    def _remember(self, run: RunInfo, step: Step, cost_us: float) -> None:
-        self._remember_class(step, _size_class(run, step), cost_us)
-
-    def _remember_class(self, step: Step, size: int, cost_us: float) -> None:
+    def _estimate(self, step: Step, size: int) -> CostEstimate | None:
+        """The estimate of ``step``'s model on inputs of class ``size``, made on first use (None: not a model
+        step, or a model that cannot be weakly referenced, which is never measured)."""
         key = _cost_key(step)
         if key is None:
-            return
+            return None
         try:
             costs = self._cost_us.costs_for(key)
-        except TypeError:  # a model object that cannot be weakly referenced: never inline it
-            return
-        previous = costs.get(size)
-        costs[size] = cost_us if previous is None else previous + SMOOTHING * (cost_us - previous)
+        except TypeError:
+            return None
+        estimate = costs.get(size)
+        if estimate is None:
+            estimate = costs[size] = CostEstimate()
+        return estimate
 
     def run_here(self, run: RunInfo, queue: DeviceQueue) -> None:
         """Run the single step on this thread, recording it exactly as a worker would."""
         step = run.steps[0]
         if run.is_dead(time.monotonic()) or step.work is None:
             return
-        # wall time (no thread CPU clock read: two syscalls a run): on the loop thread nothing else runs meanwhile
-        elapsed = execute_step(run, step, queue.name, cpu=False)
-        self._remember(run, step, elapsed * 1_000_000)
+        # the cost is this thread's CPU time (two clock reads, ~0.7 µs), not wall time: while a worker computes
+        # beside it (a model coming back from the workers) torch waits here for the GIL at every op, and wall
+        # time said 300 µs of a run that costs 60; a preempted run on a busy machine is no spike either
+        contended = queue.busy()
+        elapsed = execute_step(run, step, queue.name)
+        estimate = self._estimate(step, _size_class(run, step))
+        if estimate is not None:
+            estimate.ran_inline(run.results[0].cpu_us, self.max_us, contended)
         self._count(queue, elapsed)
         self.inline_runs += 1
 
@@ -167,24 +188,26 @@ class InlinePolicy:
 
 class GraphCosts:
     """The CPU µs one compiled graph's runs cost, by the size class of its inputs (its ``graph_eligible``
-    estimate): measured on the workers (the sum of its steps) and on the loop thread alike."""
+    estimate): on the workers (the sum of its steps) and on the loop thread, kept apart (``CostEstimate``)."""
 
     def __init__(self) -> None:
-        self._cost_us: dict[int, float] = {}
+        self._by_size: dict[int, CostEstimate] = {}
 
-    def estimate(self, size: int) -> float | None:
-        return self._cost_us.get(size)
+    def estimate(self, size: int) -> CostEstimate | None:
+        return self._by_size.get(size)
 
-    def observe(self, size: int, cost_us: float) -> None:
-        previous = self._cost_us.get(size)
-        self._cost_us[size] = cost_us if previous is None else previous + SMOOTHING * (cost_us - previous)
+    def estimate_for(self, size: int) -> CostEstimate:
+        """The estimate for inputs of class ``size``, made on first use."""
+        estimate = self._by_size.get(size)
+        if estimate is None:
+            estimate = self._by_size[size] = CostEstimate()
+        return estimate
 
 
-def _may_run_here(step: Step, queue: DeviceQueue) -> bool:
-    """A model step (scripts may call the store, which the loop must never wait for) on an idle CPU queue, with
-    no auto-batching (BATCHSIZE needs the queue to gather requests)."""
-    return (_cost_key(step) is not None and step.batch is None and step.device.startswith("CPU")
-            and not queue.items)
+def _may_run_here(step: Step) -> bool:
+    """A model step (scripts may call the store, which the loop must never wait for) on a CPU queue, with no
+    auto-batching (BATCHSIZE needs the queue to gather requests)."""
+    return _cost_key(step) is not None and step.batch is None and step.device.startswith("CPU")
 
 
 def _size_class(run: RunInfo, step: Step) -> int:

@@ -33,6 +33,7 @@ class DeviceQueue:
     cond: threading.Condition = field(init=False)
     items: deque[DeviceTicket] = field(default_factory=deque)
     closed: bool = False
+    running: int = 0  # worker threads busy with work they took (under ``lock``; dag/inline.py reads it bare)
     busy_seconds: float = 0.0  # total time workers spent executing steps (INFO)
     executed: int = 0  # model/script calls made (a batch is one call)
     batched_requests: int = 0  # requests that ran inside a batch of two or more
@@ -107,3 +108,7 @@ class DeviceQueue:
 
     def __len__(self) -> int:
         return len(self.items)
+
+    def busy(self) -> bool:
+        """Tickets wait, or a worker is working: a run on the loop thread now shares the machine with it."""
+        return bool(self.items) or self.running > 0

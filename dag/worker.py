@@ -29,7 +29,9 @@ class Worker:
         self.watchdog = watchdog
 
     def run(self) -> None:
-        while tickets := self._next_work():
+        worked = False
+        while tickets := self._next_work(worked):
+            worked = True
             try:
                 if len(tickets) == 1:
                     self._step(tickets[0])
@@ -37,19 +39,25 @@ class Worker:
                     self._batched_step(tickets)
             except Abandoned:  # a fresh thread took this queue over while the step ran past its deadline
                 log.warning("an abandoned worker thread of %s finished its op; the thread ends", self.queue.name)
+                with self.queue.lock:
+                    self.queue.running -= 1
                 return
             except Exception:  # defensive: the loop itself must survive anything
                 log.exception("worker %s failed on a ticket", self.queue.name)
                 for ticket in tickets:
                     self._finish(ticket)
 
-    def _next_work(self) -> list[DeviceTicket]:
-        """One ticket, or several batched ones; [] when the queue is closed and empty."""
+    def _next_work(self, worked: bool) -> list[DeviceTicket]:
+        """One ticket, or several batched ones; [] when the queue is closed and empty. ``worked``: this thread
+        is done with the work it took last (the queue's ``running`` count)."""
         queue = self.queue
         with queue.cond:
+            if worked:
+                queue.running -= 1
             while True:
                 tickets, wait = queue.take_locked(time.monotonic())
                 if tickets:
+                    queue.running += 1
                     return tickets
                 if queue.closed and not queue.items:
                     return []

@@ -29,7 +29,7 @@ async def execute_run(queues: QueueManager, run: RunInfo, inline: InlinePolicy |
     that ``inline`` says is cheaper to run than to hand over (dag/inline.py), run it here and now."""
     if inline is not None and len(run.steps) == 1:
         queue = queues.queue(run.steps[0].device)
-        if inline.eligible(run, queue):
+        if inline.eligible(run):
             inline.run_here(run, queue)
             return run
         if inline.batch_eligible(run, queue):

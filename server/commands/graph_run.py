@@ -153,12 +153,13 @@ def _digests(objects: dict[bytes, Any]) -> list[tuple[bytes, str]]:
 async def _run_steps(ctx: ServerContext, bound: BoundGraph, run: RunInfo, size: int) -> None:
     """Inline (all on this thread) when the graph's small ops allow it, else on the workers by counters."""
     ai = ctx.ai
-    if ai.inline.graph_eligible(bound.steps, bound.queues, bound.costs.estimate(size)):
+    if ai.inline.graph_eligible(bound.steps, bound.costs.estimate(size)):
+        contended = any(queue.busy() for queue in bound.queues)
         cpu_seconds = ai.inline.run_graph_here(run, range(len(bound.steps)), bound.queues)
-        bound.costs.observe(size, cpu_seconds * 1_000_000)
+        bound.costs.estimate_for(size).ran_inline(cpu_seconds * 1_000_000, ai.inline.graph_budget_us, contended)
         return
     await execute_counted(ai.queues, run, bound.consumers, bound.deps, bound.roots)
-    bound.costs.observe(size, sum(result.cpu_us for result in run.results))
+    bound.costs.estimate_for(size).ran_on_worker(sum(result.cpu_us for result in run.results))
 
 
 def _frozen(value: tuple[Any, Any]) -> Hashable:
