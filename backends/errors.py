@@ -65,6 +65,9 @@ def parse_strict_int(raw: bytes | bytearray) -> int | None:
 
     Here, at the bottom of every layer, so that the RESP parser, the command parsers and the tensor and DAG
     parsers read numbers with one and the same rule."""
+    if len(raw) == 1:  # the usual count or size: one digit, no slicing or method calls (compiled: byte reads)
+        digit = raw[0] - 48
+        return digit if 0 <= digit <= 9 else None
     body = raw[1:] if raw[:1] == b"-" else raw
     if not body.isdigit() or (body[:1] == b"0" and (len(body) > 1 or raw[:1] == b"-")):
         return None

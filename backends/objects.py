@@ -24,18 +24,18 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from backends import errors as msgs
 from backends.device import Device, parse_device_lenient
 from backends.errors import AIError
 
-MARKER_FIELD = b"__redisai__"
-MODEL_MARKER = b"model"
-SCRIPT_MARKER = b"script"
-GRAPH_MARKER = b"graph"  # a stored graph (server/commands/graph_store.py)
-MODEL_META_FIELDS = (MARKER_FIELD, b"backend", b"device", b"tag", b"batchsize", b"minbatchsize", b"minbatchtimeout",
-                     b"inputs", b"outputs", b"digest")
+MARKER_FIELD: Final = b"__redisai__"
+MODEL_MARKER: Final = b"model"
+SCRIPT_MARKER: Final = b"script"
+GRAPH_MARKER: Final = b"graph"  # a stored graph (server/commands/graph_store.py)
+MODEL_META_FIELDS: Final = (MARKER_FIELD, b"backend", b"device", b"tag", b"batchsize", b"minbatchsize",
+                             b"minbatchtimeout", b"inputs", b"outputs", b"digest")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +116,7 @@ def decode_model_meta(values: Any, exists: Any) -> ModelMeta | None:
 #     source           the TorchScript source, exactly the bytes given at store time
 #     run_info         as a model's: the id shared with its AI.INFO counters
 
-SCRIPT_META_FIELDS = (MARKER_FIELD, b"device", b"tag", b"entry_points", b"digest")
+SCRIPT_META_FIELDS: Final = (MARKER_FIELD, b"device", b"tag", b"entry_points", b"digest")
 
 
 @dataclass(frozen=True, slots=True)

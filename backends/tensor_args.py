@@ -32,12 +32,12 @@ from backends.tensor import (
 )
 
 # Largest zero-filled tensor AI.TENSORSET makes (Redis's own limit on a string value: proto-max-bulk-len).
-MAX_ZERO_FILL_BYTES = 512 * 1024 * 1024
+MAX_ZERO_FILL_BYTES: Final = 512 * 1024 * 1024
 
-_DECIMAL = re.compile(rb"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_HEX = re.compile(rb"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?")
-_INFINITY = re.compile(rb"[+-]?(?:inf|infinity)", re.IGNORECASE)
-_FORMAT_WORDS = (b"META", b"BLOB", b"VALUES")
+_DECIMAL: Final = re.compile(rb"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_HEX: Final = re.compile(rb"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?")
+_INFINITY: Final = re.compile(rb"[+-]?(?:inf|infinity)", re.IGNORECASE)
+_FORMAT_WORDS: Final = (b"META", b"BLOB", b"VALUES")
 
 
 class TensorSetRequest:
@@ -64,9 +64,9 @@ class TensorGetFormat:
     values: bool
 
 
-META_BLOB = TensorGetFormat(meta=True, blob=True, values=False)
+META_BLOB: Final = TensorGetFormat(meta=True, blob=True, values=False)
 # every combination, built once: TENSORGET picks one instead of building a dataclass per request
-_FORMATS: Mapping[tuple[bool, bool, bool], TensorGetFormat] = MappingProxyType(
+_FORMATS: Final[Mapping[tuple[bool, bool, bool], TensorGetFormat]] = MappingProxyType(
     {(meta, blob, values): TensorGetFormat(meta, blob, values)
      for meta in (False, True) for blob in (False, True) for values in (False, True)})
 

@@ -80,10 +80,10 @@ class TorchModel(NamedModel):
             raise
         except Exception as exc:
             raise AIError(msgs.BACKEND_ERROR_FMT.format(detail=one_line(exc))) from exc
-        if self._on_cpu:  # outputs made with autograd off need no detach()
-            if type(result) is torch.Tensor:
-                return [result.contiguous().numpy()]
-            return [t.contiguous().numpy() for t in _flatten(result)]
+        if self._on_cpu:  # outputs made with autograd off need no detach(); C order: Tensor.from_result copies
+            if type(result) is torch.Tensor:  # a strided view, the rare case, not contiguous() every run
+                return [result.numpy()]
+            return [t.numpy() for t in _flatten(result)]
         return [t.detach().to("cpu").contiguous().numpy() for t in _flatten(result)]
 
 

@@ -22,7 +22,7 @@ class ModelWork:
         outputs = self.model.run(arrays)
         if len(outputs) != self.n_outputs:
             raise AIError(msgs.MODEL_OUTPUT_COUNT_MSG)
-        return [Tensor.from_numpy(out) for out in outputs]
+        return [Tensor.from_result(out) for out in outputs]
 
 
 def tensor_to_numpy(tensor: Tensor) -> Any:

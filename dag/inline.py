@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from dag.cost_table import CostEstimate, CostTable
 from dag.inline_batch import BatchGather
@@ -47,8 +47,14 @@ from dag.queues import DeviceQueue
 from dag.runinfo import RunInfo, Step, size_class
 from dag.worker import execute_step, run_batch
 
-GRAPH_BUDGET = 4  # a compiled graph runs inline while its whole run costs at most this many times max_us
-BATCH_BUDGET = 4  # a gathered batch (one call for many requests) runs inline while it costs at most this x max_us
+GRAPH_BUDGET: Final = 4  # a compiled graph runs inline while its whole run costs at most this many times max_us
+# a gathered batch (one call for many requests) runs inline while it costs at most this x max_us
+BATCH_BUDGET: Final = 4
+
+# time's functions as module constants: compiled, a call of ``time.x()`` looks ``x`` up on the module each time
+_monotonic: Final = time.monotonic
+_perf_counter: Final = time.perf_counter
+_thread_time: Final = time.thread_time
 
 
 class InlinePolicy:
@@ -117,10 +123,10 @@ class InlinePolicy:
     def run_graph_here(self, run: RunInfo, order: Sequence[int], queues: Sequence[DeviceQueue]) -> float:
         """Run the steps in ``order`` (producers first) on this thread, as ``run_here`` does; the CPU seconds.
         (Whether a queue held tickets meanwhile, the caller asks ``contended`` first.)"""
-        started = time.thread_time()
+        started = _thread_time()
         spent: dict[int, list[float]] = {}  # queue → seconds per step: each queue's lock is taken once
         for index in order:
-            if run.is_dead(time.monotonic()):
+            if run.is_dead(_monotonic()):
                 break
             elapsed = execute_step(run, run.steps[index], queues[index].name, cpu=False)
             spent.setdefault(id(queues[index]), []).append(elapsed)
@@ -128,7 +134,7 @@ class InlinePolicy:
             if id(queue) in spent:
                 self._count(queue, *spent[id(queue)])
         self.inline_runs += 1
-        return time.thread_time() - started
+        return _thread_time() - started
 
     def observe(self, run: RunInfo) -> None:
         """After a worker ran it: remember what the op of a single-op run cost (a batched op: its whole batch,
@@ -157,7 +163,7 @@ class InlinePolicy:
     def run_here(self, run: RunInfo, queue: DeviceQueue) -> None:
         """Run the single step on this thread, recording it exactly as a worker would."""
         step = run.steps[0]
-        if run.is_dead(time.monotonic()) or step.work is None:
+        if run.is_dead(_monotonic()) or step.work is None:
             return
         # the cost is this thread's CPU time (two clock reads, ~0.7 µs), not wall time: while a worker computes
         # beside it (a model coming back from the workers) torch waits here for the GIL at every op, and wall
@@ -167,14 +173,18 @@ class InlinePolicy:
         estimate = self._estimate(step, _size_class(run, step))
         if estimate is not None:
             estimate.ran_inline(run.results[0].cpu_us, self.max_us, contended)
-        self._count(queue, elapsed)
+        ended = _perf_counter()
+        with queue.lock:  # _count for one step, without its tuples and loops (every inline run passes here)
+            queue.recent.append((ended - elapsed, ended))
+            queue.busy_seconds += elapsed
+            queue.executed += 1
         self.inline_runs += 1
 
     @staticmethod
     def _count(queue: DeviceQueue, *elapsed: float, batched: int = 0) -> None:
         """The queue's INFO counters, as if its worker had run the steps (that took ``elapsed`` seconds each,
         one after the other, ending now; ``batched``: requests that ran in a batch of two or more)."""
-        ended = time.perf_counter()
+        ended = _perf_counter()
         stamps = []
         for seconds in reversed(elapsed):
             stamps.append((ended - seconds, ended))

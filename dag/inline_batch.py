@@ -34,12 +34,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Hashable, Sequence
+from typing import Final
 
 from dag.batching import BatchCandidate, RunBatch, select_batch
 from dag.queues import DeviceQueue
 from dag.runinfo import RunInfo, batch_candidate
 
-log = logging.getLogger("redisai.inline")
+log: Final = logging.getLogger("redisai.inline")
 
 ToWorkers = Callable[[RunInfo, "asyncio.Future[RunInfo]"], None]
 

@@ -12,11 +12,12 @@ errors, then this one. ``KEYS`` is accepted as a routing declaration (as ROUTING
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from backends import errors as msgs
 from backends.errors import AIError, parse_strict_int
 
-OP_SEPARATOR = b"|>"
+OP_SEPARATOR: Final = b"|>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,10 +29,10 @@ class DagKind:
     deprecated: bool
 
 
-DAGEXECUTE = DagKind("AI.DAGEXECUTE", read_only=False, deprecated=False)
-DAGEXECUTE_RO = DagKind("AI.DAGEXECUTE_RO", read_only=True, deprecated=False)
-DAGRUN = DagKind("AI.DAGRUN", read_only=False, deprecated=True)
-DAGRUN_RO = DagKind("AI.DAGRUN_RO", read_only=True, deprecated=True)
+DAGEXECUTE: Final = DagKind("AI.DAGEXECUTE", read_only=False, deprecated=False)
+DAGEXECUTE_RO: Final = DagKind("AI.DAGEXECUTE_RO", read_only=True, deprecated=False)
+DAGRUN: Final = DagKind("AI.DAGRUN", read_only=False, deprecated=True)
+DAGRUN_RO: Final = DagKind("AI.DAGRUN_RO", read_only=True, deprecated=True)
 
 
 class DagHeader:
@@ -134,7 +135,7 @@ def _header_clause(header: DagHeader, argv: list[bytes], pos: int, kind: DagKind
     return pos + 2
 
 
-_CLAUSES = (b"LOAD", b"PERSIST", b"KEYS", b"ROUTING", b"TIMEOUT")
+_CLAUSES: Final = (b"LOAD", b"PERSIST", b"KEYS", b"ROUTING", b"TIMEOUT")
 
 
 def parse_header(argv: list[bytes], kind: DagKind) -> DagHeader:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import Final
 
 from backends import errors as msgs
 from backends.batching import concat_inputs, split_outputs
@@ -18,7 +19,12 @@ from dag.queues import DeviceQueue
 from dag.runinfo import DeviceTicket, RunInfo, Step, size_class
 from dag.watchdog import Abandoned, Watchdog
 
-log = logging.getLogger("redisai.worker")
+log: Final = logging.getLogger("redisai.worker")
+
+# time's functions as module constants: compiled, a call of ``time.x()`` looks ``x`` up on the module each time
+_monotonic: Final = time.monotonic
+_perf_counter: Final = time.perf_counter
+_thread_time_ns: Final = time.thread_time_ns
 
 
 class Worker:
@@ -55,7 +61,7 @@ class Worker:
             if worked:
                 queue.running -= 1
             while True:
-                tickets, wait = queue.take_locked(time.monotonic())
+                tickets, wait = queue.take_locked(_monotonic())
                 if tickets:
                     queue.running += 1
                     return tickets
@@ -65,7 +71,7 @@ class Worker:
 
     def _step(self, ticket: DeviceTicket) -> None:
         run = ticket.run
-        if run.is_dead(time.monotonic()):
+        if run.is_dead(_monotonic()):
             self._finish(ticket)
             return
         self._execute(run, ticket)
@@ -81,7 +87,7 @@ class Worker:
             run.on_step(done)
         else:
             self._wake_other_devices(run)
-        if ticket.finished or run.is_dead(time.monotonic()):
+        if ticket.finished or run.is_dead(_monotonic()):
             self._finish(ticket)
         else:
             self.queue.push_front(ticket)
@@ -97,7 +103,7 @@ class Worker:
             self._advance(ticket)
 
     def _count(self, elapsed: float, batch: int = 1) -> None:
-        ended = time.perf_counter()
+        ended = _perf_counter()
         with self.queue.lock:
             self.queue.recent.append((ended - elapsed, ended))
             self.queue.busy_seconds += elapsed
@@ -110,7 +116,7 @@ class Worker:
             run.record_success(step, (), 0)
             return
         watchdog = self.watchdog
-        deadline = watchdog.deadline_for(run, step, time.monotonic())
+        deadline = watchdog.deadline_for(run, step, _monotonic())
         if deadline is None:
             self._count(execute_step(run, step, self.queue.name))
             return
@@ -139,7 +145,7 @@ def execute_step(run: RunInfo, step: Step, device: str, cpu: bool = True,
     instead. ``settle`` (a watched step, dag/watchdog.py) is asked before anything is recorded: False means the
     run was given up meanwhile, and ``Abandoned`` is raised instead."""
     inputs = [run.slots[i] for i in step.inputs]
-    started, cpu_started = time.perf_counter(), time.thread_time_ns() if cpu else 0
+    started, cpu_started = _perf_counter(), _thread_time_ns() if cpu else 0
     assert step.work is not None
     outputs: list[object] = []
     error: AIError | None = None
@@ -157,8 +163,8 @@ def execute_step(run: RunInfo, step: Step, device: str, cpu: bool = True,
     else:
         run.record_success(step, outputs, _micros_since(started))
     if cpu:
-        run.results[step.index].cpu_us = (time.thread_time_ns() - cpu_started) // 1000
-    return time.perf_counter() - started
+        run.results[step.index].cpu_us = (_thread_time_ns() - cpu_started) // 1000
+    return _perf_counter() - started
 
 
 def run_batch(runs: Sequence[RunInfo], steps: Sequence[Step], cpu: bool = True) -> float:
@@ -170,7 +176,7 @@ def run_batch(runs: Sequence[RunInfo], steps: Sequence[Step], cpu: bool = True) 
     inputs = [[run.slots[i] for i in step.inputs] for run, step in zip(runs, steps, strict=True)]
     work = steps[0].work
     assert work is not None
-    started, cpu_started = time.perf_counter(), time.thread_time_ns() if cpu else 0
+    started, cpu_started = _perf_counter(), _thread_time_ns() if cpu else 0
     try:
         batched = concat_inputs(inputs)
         per_member = split_outputs(work(batched), [int(member[0].shape[0]) for member in inputs])
@@ -178,19 +184,19 @@ def run_batch(runs: Sequence[RunInfo], steps: Sequence[Step], cpu: bool = True) 
         error, duration_us = exc if isinstance(exc, AIError) else _op_failed(exc), _micros_since(started)
         for run, step in zip(runs, steps, strict=True):
             run.record_failure(step, error, duration_us)
-        return time.perf_counter() - started
+        return _perf_counter() - started
     duration_us = _micros_since(started)
-    cost_us = (time.thread_time_ns() - cpu_started) // 1000 if cpu else duration_us
+    cost_us = (_thread_time_ns() - cpu_started) // 1000 if cpu else duration_us
     cost_class = size_class(batched)
     for run, step, outputs in zip(runs, steps, per_member, strict=True):
         run.record_success(step, outputs, duration_us)
         result = run.results[step.index]
         result.cpu_us, result.cost_class = cost_us, cost_class
-    return time.perf_counter() - started
+    return _perf_counter() - started
 
 
 def _micros_since(started: float) -> int:
-    return int((time.perf_counter() - started) * 1_000_000)
+    return int((_perf_counter() - started) * 1_000_000)
 
 
 def _op_failed(exc: Exception) -> AIError:

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from backends.base import GraphNames, LoadedModel, RuntimeOptions
 from backends.objects import MODEL_MARKER, ModelMeta, decode_model_meta
@@ -17,12 +17,13 @@ from dag.runinfo import StepResult
 from server.ai.graphs import GraphCache, Reaper
 from server.ai.handle_cache import HandleCache
 from server.ai.script_cache import ScriptCache
+from server.ai.tensor_io import DecodedInputs
 from server.config import Config
 from server.store.atomic import ScriptCall, record_run_call, stats_key
 
-MODEL_CACHE_CAPACITY = 64
+MODEL_CACHE_CAPACITY: Final = 64
 
-log = logging.getLogger("redisai.run")
+log: Final = logging.getLogger("redisai.run")
 
 
 @dataclass(slots=True)
@@ -57,7 +58,7 @@ class RunStats:
     errors: int = 0
 
 
-DECODED_META_CAPACITY = 1024  # decoded model metadata remembered (ModelCache.decode_meta)
+DECODED_META_CAPACITY: Final = 1024  # decoded model metadata remembered (ModelCache.decode_meta)
 
 
 class ModelCache(HandleCache[ModelMeta, LoadedModel]):
@@ -120,6 +121,7 @@ class AIState:
     scripts: ScriptCache = field(init=False)  # compiled scripts (server/ai/script_cache.py)
     graphs: GraphCache = field(default_factory=GraphCache)  # decoded stored graphs (server/ai/graphs.py)
     reaper: Reaper = field(default_factory=Reaper)  # finished graph runs, let go after their reply
+    decoded: DecodedInputs = field(default_factory=DecodedInputs)  # cached inputs, decoded (server/ai/tensor_io.py)
     runs: int = 0  # model/script ops that ran since start (INFO ai); RESETSTAT leaves these alone
     run_errors: int = 0
     on_run: Callable[[bytes, RunStats | None, StepResult], None] | None = None  # metrics hook (server/ops/metrics.py)
@@ -136,7 +138,12 @@ class AIState:
         of the store's counters (server/store/atomic.py RECORD_RUN) for the caller's next round trip; this
         process's own record (metrics labels, INFO ai) is updated here. ``counters_at``: where the store keeps
         a key's counters (``Keyspace.stats_key``: on a cluster, in the key's own slot)."""
-        return self.record_many(key, [(result, samples)], counters_at)
+        stats = self.stats.get(key)
+        self._count_run(key, stats, result)
+        added = _counts(result, samples)
+        if added is None:
+            return []
+        return [self._counted(key, stats, added, counters_at)]  # one run: record_many's loop and sums left out
 
     def record_many(self, key: bytes, runs: list[tuple[StepResult, int]],
                     counters_at: Callable[[bytes], bytes] = stats_key) -> list[ScriptCall]:
@@ -146,22 +153,24 @@ class AIState:
         totals = [0, 0, 0, 0]
         for result, samples in runs:
             self._count_run(key, stats, result)
-            if result.ok:
-                added = (1, result.duration_us, samples, 0)
-            elif result.error is not None:
-                added = (1, 0, 0, 1)
-            else:
-                continue
-            for i, value in enumerate(added):
-                totals[i] += value
+            added = _counts(result, samples)
+            if added is not None:
+                for i, value in enumerate(added):
+                    totals[i] += value
         if not totals[0]:
             return []
+        return [self._counted(key, stats, (totals[0], totals[1], totals[2], totals[3]), counters_at)]
+
+    @staticmethod
+    def _counted(key: bytes, stats: RunStats | None, added: tuple[int, int, int, int],
+                 counters_at: Callable[[bytes], bytes]) -> ScriptCall:
+        """``added`` (calls, duration µs, samples, errors) in this process's record, and the store's update."""
         if stats is not None:
-            stats.calls += totals[0]
-            stats.duration_us += totals[1]
-            stats.samples += totals[2]
-            stats.errors += totals[3]
-        return [record_run_call(counters_at(key), *totals)]
+            stats.calls += added[0]
+            stats.duration_us += added[1]
+            stats.samples += added[2]
+            stats.errors += added[3]
+        return record_run_call(counters_at(key), *added)
 
     def _count_run(self, key: bytes, stats: RunStats | None, result: StepResult) -> None:
         """Server-wide run counters (INFO ai) and the metrics hook; an op that never ran is not counted."""
@@ -184,3 +193,13 @@ class AIState:
                               config.backend_memory_limit, frozenset(config.script_allow_ops.split()))
         inline = InlinePolicy(config.inline_op_us if settings.runtime_options().intra_op_threads == 1 else 0)
         return cls(settings, QueueManager(config.threads_per_queue, config.script_execution_timeout), inline)
+
+
+def _counts(result: StepResult, samples: int) -> tuple[int, int, int, int] | None:
+    """What one run adds to AI.INFO (calls, duration µs, samples, errors): a success its duration, samples and a
+    call; a failure a call and an error; an op that never ran nothing (None)."""
+    if result.ok:
+        return 1, result.duration_us, samples, 0
+    if result.error is not None:
+        return 1, 0, 0, 1
+    return None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from backends.objects import ModelMeta, ScriptMeta
 from dag.batching import BatchPolicy
@@ -18,6 +18,9 @@ from dag.script_work import ScriptWork
 from server.ai.script_host import LoopScriptHost
 from server.ai.state import ModelCache
 from server.store.keyspace import Keyspace
+
+# time's functions as module constants: compiled, a call of ``time.x()`` looks ``x`` up on the module each time
+_monotonic: Final = time.monotonic
 
 if TYPE_CHECKING:
     from backends.script_backend import CompiledScript
@@ -50,8 +53,8 @@ class ScriptCallArgs(Protocol):
 
 
 def deadline_after(timeout_ms: int | None) -> float | None:
-    """A run's deadline (``time.monotonic()`` seconds) for a TIMEOUT in ms; None (or 0): no deadline."""
-    return time.monotonic() + timeout_ms / 1000 if timeout_ms else None
+    """A run's deadline (``_monotonic()`` seconds) for a TIMEOUT in ms; None (or 0): no deadline."""
+    return _monotonic() + timeout_ms / 1000 if timeout_ms else None
 
 
 def batch_spec(meta: ModelMeta, key: bytes, metrics: BatchObserver) -> BatchSpec | None:

@@ -7,11 +7,12 @@ integral double such as ``2.0`` or ``1e3`` is accepted), strict-double.
 from __future__ import annotations
 
 import math
+from typing import Final
 
 from backends.errors import AIError, parse_strict_int
 from dag.parse import parse_timeout
 
-LLONG_MAX = 2**63 - 1
+LLONG_MAX: Final = 2**63 - 1
 
 
 def parse_ac_int(raw: bytes) -> int | None:

@@ -14,7 +14,7 @@ import time
 from asyncio import iscoroutine
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Final, Protocol
 
 from server.ai.state import AIState
 from server.commands.client_state import ClientState
@@ -28,8 +28,8 @@ from server.store.keyspace import Keyspace
 from server.store.session import Store
 
 __all__ = ["DATABASES", "REDIS_COMPAT_VERSION", "VERSION", "Client", "ServerContext"]
-REDIS_COMPAT_VERSION = "7.2.0"
-DATABASES = 16
+REDIS_COMPAT_VERSION: Final = "7.2.0"
+DATABASES: Final = 16
 
 
 @dataclass(slots=True)

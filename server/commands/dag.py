@@ -34,7 +34,7 @@ from server.store.keyspace import Keyspace
 if TYPE_CHECKING:
     from server.commands.context import Client, ServerContext
 
-NA = Status(msgs.NA_STATUS)
+NA: Final = Status(msgs.NA_STATUS)
 
 
 async def cmd_dagexecute(client: Client, argv: list[bytes]) -> Any:

@@ -8,7 +8,7 @@ op comes after a syntax error in the second. The caller fetches every object the
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from backends import errors as msgs
 from backends.errors import AIError
@@ -30,8 +30,8 @@ from server.commands.script_args import (
     parse_scriptrun,
 )
 
-MODEL_OPS = (b"AI.MODELEXECUTE", b"AI.MODELRUN")
-SCRIPT_OPS = (b"AI.SCRIPTEXECUTE", b"AI.SCRIPTRUN")
+MODEL_OPS: Final = (b"AI.MODELEXECUTE", b"AI.MODELRUN")
+SCRIPT_OPS: Final = (b"AI.SCRIPTEXECUTE", b"AI.SCRIPTRUN")
 
 # key → (its HMGET reply, its EXISTS reply), fetched before parsing.
 ObjectLookup = Mapping[bytes, tuple[Any, Any]]

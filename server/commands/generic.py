@@ -6,7 +6,7 @@ Everything else that is not an AI command goes to the backing store verbatim (``
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from backends import errors as msgs
 from backends.errors import AIError, wrong_arity
@@ -144,7 +144,7 @@ async def cmd_type(client: Client, argv: list[bytes]) -> Any:
     return Status(name)
 
 
-_AI_HASH_TYPES = {MODEL_MARKER: "AI__MODEL", SCRIPT_MARKER: "AI_SCRIPT", GRAPH_MARKER: "AI_GRAPH"}
+_AI_HASH_TYPES: Final = {MODEL_MARKER: "AI__MODEL", SCRIPT_MARKER: "AI_SCRIPT", GRAPH_MARKER: "AI_GRAPH"}
 
 
 def _valid_client_name(name: bytes) -> str:
@@ -299,7 +299,7 @@ def _client_unpause(client: Client, argv: list[bytes]) -> Any:
     return RELAY
 
 
-_CLIENT_SUBCOMMANDS = {
+_CLIENT_SUBCOMMANDS: Final = {
     b"PAUSE": _client_pause,
     b"UNPAUSE": _client_unpause,
     b"REPLY": _client_reply,

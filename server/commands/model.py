@@ -42,7 +42,7 @@ from server.store.keyspace import Keyspace
 if TYPE_CHECKING:
     from server.commands.context import Client
 
-log = logging.getLogger("redisai.model")
+log: Final = logging.getLogger("redisai.model")
 
 ParseExecute = Callable[[list[bytes], int, int], ModelExecuteRequest]
 
@@ -171,7 +171,7 @@ async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again
     taken: tuple[tuple[bytes, bytes], ...] = ()
     inputs = None
     if list(req.inputs) == hint and not (meta.batchsize > 0 and any(read.from_cache)):
-        inputs = decode_inputs(read.inputs, read.from_cache)
+        inputs = decode_inputs(read.inputs, read.from_cache, ai.decoded)
         taken = read.cached_inputs(hint)
     if inputs is None:  # the prefetch guessed other keys, a batching model (its inputs' round trip gathers the
         inputs = await _read_inputs(keyspace, req)  # batch), or a cached value that did not decode

@@ -131,7 +131,7 @@ def parse_modelstore(argv: list[bytes]) -> ModelStoreRequest:
     return _store_request(argv[1], backend, device, tag, batching, (inputs, outputs), b"".join(cursor.rest()))
 
 
-_MODELSET_KEYWORDS = (b"INPUTS", b"OUTPUTS", b"TAG", b"BATCHSIZE", b"MINBATCHSIZE", b"MINBATCHTIMEOUT", b"BLOB")
+_MODELSET_KEYWORDS: Final = (b"INPUTS", b"OUTPUTS", b"TAG", b"BATCHSIZE", b"MINBATCHSIZE", b"MINBATCHTIMEOUT", b"BLOB")
 
 
 def _parse_modelset_batching(cursor: ArgCursor, backend: str) -> _Batching:
@@ -247,13 +247,26 @@ def output_keys_hint(argv: list[bytes]) -> list[bytes]:
 
 
 def io_keys_hint(argv: list[bytes]) -> tuple[list[bytes], list[bytes]]:
-    """Both hints, from one upper-cased copy of argv (each request asks for both)."""
-    upper = [a.upper() for a in argv]
-    counted = upper[0] == b"AI.MODELEXECUTE"
-    inputs = upper.index(b"INPUTS") if b"INPUTS" in upper else len(argv)
-    outputs = upper.index(b"OUTPUTS", inputs) if b"OUTPUTS" in upper[inputs:] else len(argv)
+    """Both hints, in one pass over argv (each request asks for both): the first INPUTS, the first OUTPUTS
+    after it, any case."""
+    counted = _is_keyword(argv[0], b"AI.MODELEXECUTE")
+    inputs = _position(argv, b"INPUTS", 0)
+    outputs = _position(argv, b"OUTPUTS", inputs)
     return (_hinted(argv, inputs + 1, outputs, counted) if inputs < len(argv) else [],
             _hinted(argv, outputs + 1, len(argv), counted) if outputs < len(argv) else [])
+
+
+def _position(argv: list[bytes], keyword: bytes, start: int) -> int:
+    """Where ``keyword`` (upper case) is first, from ``start`` on; ``len(argv)`` when nowhere."""
+    for at in range(start, len(argv)):
+        if _is_keyword(argv[at], keyword):
+            return at
+    return len(argv)
+
+
+def _is_keyword(arg: bytes, keyword: bytes) -> bool:
+    """``arg`` is ``keyword`` (upper case) in any case; no upper-cased copy unless the lengths agree."""
+    return len(arg) == len(keyword) and (arg == keyword or arg.upper() == keyword)
 
 
 def _hinted(argv: list[bytes], start: int, stop: int, counted: bool) -> list[bytes]:

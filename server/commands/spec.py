@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from server.commands.argdocs import arguments
 from server.commands.info_text import MODULE_NAME
@@ -19,7 +19,7 @@ class _Relay:
         return "RELAY"
 
 
-RELAY = _Relay()
+RELAY: Final = _Relay()
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +123,7 @@ class CommandSpec:
         return docs | {"arguments": arguments(self.usage, self.specs())}
 
 
-NO_KEYS = (0, 0, 0)
+NO_KEYS: Final = (0, 0, 0)
 
 
 def command(name: str, handler: Handler, *, arity: int, group: str, summary: str, usage: str,

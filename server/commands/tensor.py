@@ -13,7 +13,7 @@ backends/tensor_args.py (the DAG engine uses the same ones); this module adds th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from backends import errors as msgs
 from backends.errors import AIError, wrong_arity
@@ -41,8 +41,8 @@ from server.protocol.reply import OK, Raw
 if TYPE_CHECKING:
     from server.commands.context import Client
 
-_PROBE_END = str(HEADER_SIZE - 1).encode()
-_META_PROBE_END = str(MAX_HEADER_SIZE - 1).encode()
+_PROBE_END: Final = str(HEADER_SIZE - 1).encode()
+_META_PROBE_END: Final = str(MAX_HEADER_SIZE - 1).encode()
 
 
 async def cmd_tensorset(client: Client, argv: list[bytes]) -> Any:

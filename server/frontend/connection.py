@@ -28,7 +28,7 @@ import logging
 import time
 from collections import deque
 from types import CoroutineType
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from backends import errors as msgs
 from backends.errors import AIError, ProtocolError, wrong_arity
@@ -47,14 +47,18 @@ from server.protocol.slot import ReplySlot
 from server.store.keyspace import Keyspace
 from server.store.session import SessionSink
 
-log = logging.getLogger("redisai.connection")
+log: Final = logging.getLogger("redisai.connection")
 
-HIGH_WATER = 1024
-LOW_WATER = 128
+# time's functions as module constants: compiled, a call of ``time.x()`` looks ``x`` up on the module each time
+_monotonic: Final = time.monotonic
+_perf_counter_ns: Final = time.perf_counter_ns
+
+HIGH_WATER: Final = 1024
+LOW_WATER: Final = 128
 PUBSUB_OUTPUT_LIMIT = 32 * 1024 * 1024
 # What synchronous handlers return; anything else may be a coroutine of a compiled (mypyc) handler, whose type
 # is not CoroutineType.
-PLAIN_OUTCOMES: frozenset[type] = frozenset({bytes, str, int, float, list, tuple, dict, type(None), Status, Raw})
+PLAIN_OUTCOMES: Final[frozenset[type]] = frozenset({bytes, str, int, float, list, tuple, dict, type(None), Status, Raw})
 
 
 
@@ -120,7 +124,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             self._protocol_broken = True  # nothing after the bad bytes is read: answered, then closed
             self.backlog.append(exc)
             self._pause_reading()
-        self.state.last_active = time.monotonic()
+        self.state.last_active = _monotonic()
         self._pump()
         self._write_ready()
         if len(self.backlog) > HIGH_WATER:
@@ -243,7 +247,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         self.ctx.stats.commands_processed += 1
         self.state.last_command = argv[0]
         self._executing = True
-        started = time.perf_counter_ns() if spec is not None else 0
+        started = _perf_counter_ns() if spec is not None else 0
         try:
             outcome = self._dispatch(argv, spec)
             # an async handler: CoroutineType first (the cheap check), then a compiled (mypyc) coroutine
@@ -279,7 +283,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         if stat is None:
             stat = self.ctx.stats.commands[spec.name] = CommandStat()
         stat.calls += 1
-        stat.usec += (time.perf_counter_ns() - started) // 1000
+        stat.usec += (_perf_counter_ns() - started) // 1000
         stat.failed += failed
 
     def _dispatch(self, argv: list[bytes], spec: CommandSpec | None) -> Any:

@@ -11,7 +11,7 @@ client's shared-relay replies are in, since the two are different store connecti
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Final
 
 from backends import errors as msgs
 from backends.errors import AIError
@@ -31,7 +31,7 @@ class _Shared:
         return "SHARED"
 
 
-SHARED = _Shared()
+SHARED: Final = _Shared()
 
 
 class Relay:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from typing import Final
 
 from backends import errors as msgs
 from backends.errors import AIError
@@ -21,7 +22,7 @@ from server.commands.client_state import ClientState
 from server.protocol.reply import encode
 from server.protocol.slot import ReplySlot
 
-log = logging.getLogger("redisai.connection")
+log: Final = logging.getLogger("redisai.connection")
 
 
 class ReplyQueue:

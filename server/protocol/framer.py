@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
-_COMPACT_AT = 256 * 1024
+_COMPACT_AT: Final = 256 * 1024
 
 # --- framing replies read from the backing store ----------------------------------------------------------------
 
-_LINE_TYPES = frozenset(b"+-:_,#(")
-_BULK_TYPES = frozenset(b"$=!")
-_AGGREGATE_TYPES = frozenset(b"*>~%|")
+_LINE_TYPES: Final = frozenset(b"+-:_,#(")
+_BULK_TYPES: Final = frozenset(b"$=!")
+_AGGREGATE_TYPES: Final = frozenset(b"*>~%|")
 
 
 @dataclass(slots=True)

@@ -58,9 +58,9 @@ class _NullArray:
     """``*-1`` in RESP2, ``_`` in RESP3."""
 
 
-NULL_ARRAY = _NullArray()
-OK = Status("OK")
-PONG = Status("PONG")
+NULL_ARRAY: Final = _NullArray()
+OK: Final = Status("OK")
+PONG: Final = Status("PONG")
 
 
 def format_double(value: float) -> bytes:

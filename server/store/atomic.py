@@ -17,6 +17,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Final
 
 from backends import errors as msgs
 from backends.objects import GRAPH_MARKER, MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
@@ -40,10 +41,10 @@ def _lua_bytes(data: bytes) -> str:
     return '"' + "".join(f"\\{b}" for b in data) + '"'
 
 
-_WRONGTYPE = f"redis.error_reply('{msgs.WRONGTYPE_MSG}')"
+_WRONGTYPE: Final = f"redis.error_reply('{msgs.WRONGTYPE_MSG}')"
 
 # Same rule as backends.tensor.looks_like_tensor: missing, empty, or a string that starts with our header.
-_TENSOR_OR_FREE = f"""
+_TENSOR_OR_FREE: Final = f"""
 local codes = {{{", ".join(f"[{code}]=true" for code in sorted(DTYPES_BY_CODE))}}}
 local function tensor_or_free(key, empty_is_free)
   local kind = redis.call('TYPE', key)['ok']
@@ -58,16 +59,36 @@ local function tensor_or_free(key, empty_is_free)
 end
 """
 
-STALE_MODEL = "STALEMODEL the model changed while it ran"
-STALE_INPUT = "STALEINPUT an input changed while the model ran"
-STALE_PREFIXES = ("STALEMODEL", "STALEINPUT")  # the write found that something a run took from our cache had changed
+STATS_PREFIX: Final = b"__redisai_stats__:"
+STAT_FIELDS: Final = (b"calls", b"duration", b"samples", b"errors")
 
-SET_TENSORS = StoreScript("set_tensors", (_TENSOR_OR_FREE + f"""
+# record(key, at): add ARGV[at + 1 .. at + 4] (calls, duration µs, samples, errors) to the AI.INFO counters at
+# KEYS[key]; only counters that exist count (the object was stored, and not renamed or deleted since):
+# RedisAI keeps run info by the stored name
+_RECORD_FN: Final = f"""
+local function record(key, at)
+  if redis.call('EXISTS', key) == 0 then return 0 end
+  for i, name in ipairs({{{", ".join(f"'{f.decode()}'" for f in STAT_FIELDS)}}}) do
+    if ARGV[at + i] ~= '0' then redis.call('HINCRBY', key, name, ARGV[at + i]) end
+  end
+  return 1
+end
+"""
+
+STALE_MODEL: Final = "STALEMODEL the model changed while it ran"
+STALE_INPUT: Final = "STALEINPUT an input changed while the model ran"
+# the write found that something a run took from our cache had changed
+STALE_PREFIXES: Final = ("STALEMODEL", "STALEINPUT")
+
+SET_TENSORS: Final = StoreScript("set_tensors", (_TENSOR_OR_FREE + _RECORD_FN + f"""
 local empty_is_free = ARGV[1] == '1'
 local digests = {{}}
 for digest in string.gmatch(ARGV[2], '%S+') do digests[#digests + 1] = digest end
 local inputs = tonumber(ARGV[3])
-local outputs = #KEYS - #digests - inputs
+local counters = tonumber(ARGV[4])
+local outputs = #KEYS - #digests - inputs - counters
+local numbers = #ARGV - 4 * counters
+for i = 1, counters do record(KEYS[#KEYS - counters + i], numbers + 4 * (i - 1)) end
 for i, digest in ipairs(digests) do
   local key = KEYS[outputs + i]
   if redis.call('TYPE', key)['ok'] ~= 'hash' or redis.call('HGET', key, 'digest') ~= digest then
@@ -75,42 +96,61 @@ for i, digest in ipairs(digests) do
   end
 end
 for i = 1, inputs do
-  if redis.pcall('GET', KEYS[outputs + #digests + i]) ~= ARGV[3 + outputs + i] then
+  if redis.pcall('GET', KEYS[outputs + #digests + i]) ~= ARGV[4 + outputs + i] then
     return redis.error_reply('{STALE_INPUT}')
   end
 end
 for i = 1, outputs do
   if not tensor_or_free(KEYS[i], empty_is_free) then return {_WRONGTYPE} end
 end
-for i = 1, outputs do redis.call('SET', KEYS[i], ARGV[i + 3]) end
+for i = 1, outputs do redis.call('SET', KEYS[i], ARGV[i + 4]) end
 return redis.status_reply('OK')
 """).encode())
 """KEYS: tensor keys, then (one per digest in ARGV[2]) the keys of the objects the tensors were computed with
 (a model; a stored graph and its models and scripts), then (ARGV[3] of them) input tensor keys whose values the
-run took from our cache. ARGV[1]: '1' when a key holding an empty string may be replaced (outputs of a run, as
-RedisAI's), '0' when that is WRONGTYPE (AI.TENSORSET); ARGV[2]: those objects' digests as the run knew them,
-separated by spaces, or ''; ARGV[3]: how many input keys follow the object keys; ARGV[4..]: the encoded
-tensors, then the input values the run used. WRONGTYPE (and nothing written) if any key holds something else
-than a tensor; STALEMODEL (nothing written) if an object is no longer the one that ran, STALEINPUT if an input
-no longer holds the value the run used — both came from our cache, and the run is done again with what the
-store holds now. Every SET drops a TTL, as RedisAI's overwrite does."""
+run took from our cache, then (ARGV[4] of them) AI.INFO counter keys. ARGV[1]: '1' when a key holding an empty
+string may be replaced (outputs of a run, as RedisAI's), '0' when that is WRONGTYPE (AI.TENSORSET); ARGV[2]:
+those objects' digests as the run knew them, separated by spaces, or ''; ARGV[3]: how many input keys follow
+the object keys; ARGV[4]: how many counter keys follow them; ARGV[5..]: the encoded tensors, then the input
+values the run used, then four numbers per counter key (calls, duration µs, samples, errors: RECORD_RUN's).
+The counters are added first, whatever follows (a run is counted even when its write is refused, as when
+RECORD_RUN went beside it). WRONGTYPE (and no tensor written) if any key holds something else than a tensor;
+STALEMODEL (likewise) if an object is no longer the one that ran, STALEINPUT if an input no longer holds the
+value the run used — both came from our cache, and the run is done again with what the store holds now. Every
+SET drops a TTL, as RedisAI's overwrite does."""
 
 ScriptCall = tuple[StoreScript, list[bytes], list[bytes]]
 
+_COUNTS: Final = tuple(str(count).encode() for count in range(16))
+
+
+def _count(count: int) -> bytes:
+    return _COUNTS[count] if count < 16 else str(count).encode()
+
+
 def set_tensors_call(keys: Sequence[bytes], values: Sequence[bytes], empty_is_free: bool = True,
                      checked: Sequence[tuple[bytes, str]] = (),
-                     inputs: Sequence[tuple[bytes, bytes]] = ()) -> ScriptCall:
+                     inputs: Sequence[tuple[bytes, bytes]] = (),
+                     counters: Sequence[ScriptCall] = ()) -> ScriptCall:
     """SET_TENSORS of ``values`` at ``keys``: ``checked`` (key, digest) objects and ``inputs`` (key, value) a
-    run took from our cache are checked first (see SET_TENSORS)."""
-    digests = " ".join(digest for _key, digest in checked).encode()
-    return (SET_TENSORS, [*keys, *(key for key, _digest in checked), *(key for key, _value in inputs)],
-            [b"1" if empty_is_free else b"0", digests, str(len(inputs)).encode(), *values,
-             *(value for _key, value in inputs)])
+    run took from our cache are checked first, after ``counters`` (RECORD_RUN calls: ``record_run_call``) are
+    added, in the same script (see SET_TENSORS): one script call a run, where there were two."""
+    digests = " ".join([digest for _key, digest in checked]).encode() if checked else b""
+    script_keys = list(keys)  # plain loops: compiled, a generator unpacked into a list is an object of its own
+    argv = [b"1" if empty_is_free else b"0", digests, _count(len(inputs)), _count(len(counters))]
+    argv.extend(values)
+    for key, _digest in checked:
+        script_keys.append(key)
+    for key, value in inputs:
+        script_keys.append(key)
+        argv.append(value)
+    for _script, counter_keys, numbers in counters:
+        script_keys.append(counter_keys[0])
+        argv.extend(numbers)
+    return SET_TENSORS, script_keys, argv
 
 
-STATS_PREFIX = b"__redisai_stats__:"
-STAT_FIELDS = (b"calls", b"duration", b"samples", b"errors")
-_ZERO_STATS = ", ".join(f"'{name.decode()}', 0" for name in STAT_FIELDS)
+_ZERO_STATS: Final = ", ".join(f"'{name.decode()}', 0" for name in STAT_FIELDS)
 
 
 def stats_key(key: bytes) -> bytes:
@@ -119,18 +159,18 @@ def stats_key(key: bytes) -> bytes:
     return STATS_PREFIX + key
 
 
-_OBJECT_OR_FREE = f"""
+_OBJECT_OR_FREE: Final = f"""
 local kind = redis.call('TYPE', KEYS[1])['ok']
 local ours = kind == 'hash' and redis.call('HGET', KEYS[1], '{MARKER_FIELD.decode()}') == ARGV[1]
 if kind ~= 'none' and not ours then return {_WRONGTYPE} end
 """
 
-RUN_INFO_FIELD = b"run_info"
+RUN_INFO_FIELD: Final = b"run_info"
 """In an object's hash and in its counters' hash: the same random id, written by STORE_OBJECT. Counters are
 the object's only while the two agree: a key deleted behind our back leaves its counters, and another object
 renamed onto it later must not inherit them."""
 
-STORE_OBJECT = StoreScript("store_object", (_OBJECT_OR_FREE + f"""
+STORE_OBJECT: Final = StoreScript("store_object", (_OBJECT_OR_FREE + f"""
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('HSET', KEYS[1], '{RUN_INFO_FIELD.decode()}', ARGV[2], unpack(ARGV, 3))
 redis.call('HSET', KEYS[2], '{RUN_INFO_FIELD.decode()}', ARGV[2], {_ZERO_STATS})
@@ -146,20 +186,14 @@ def store_object_call(key: bytes, counters: bytes, marker: bytes, fields: Sequen
     """The STORE_OBJECT call storing the object of kind ``marker`` at ``key`` (counters at ``counters``)."""
     return STORE_OBJECT, [key, counters], [marker, os.urandom(8).hex().encode(), *fields]
 
-DELETE_OBJECT = StoreScript("delete_object", (_OBJECT_OR_FREE + """
+DELETE_OBJECT: Final = StoreScript("delete_object", (_OBJECT_OR_FREE + """
 redis.call('DEL', KEYS[2])
 return redis.call('DEL', KEYS[1])
 """).encode())
 """KEYS and ARGV[1] as STORE_OBJECT: 1 when deleted (with its counters), 0 when missing, WRONGTYPE when it holds
 anything else."""
 
-RECORD_RUN = StoreScript("record_run", f"""
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-for i, name in ipairs({{{", ".join(f"'{f.decode()}'" for f in STAT_FIELDS)}}}) do
-  if ARGV[i] ~= '0' then redis.call('HINCRBY', KEYS[1], name, ARGV[i]) end
-end
-return 1
-""".encode())
+RECORD_RUN: Final = StoreScript("record_run", (_RECORD_FN + "return record(KEYS[1], 0)\n").encode())
 """KEYS[1]: a stats key; ARGV: calls, duration (µs), samples and errors to add. Only counters that exist (the
 object was stored, and not renamed or deleted since) count: RedisAI keeps run info by the stored name."""
 
@@ -171,9 +205,10 @@ def record_run_call(counters: bytes, calls: int, duration_us: int, samples: int,
     return RECORD_RUN, [counters], [str(n).encode() for n in (calls, duration_us, samples, errors)]
 
 
-_RUN_INFO_KINDS = ", ".join(f"['{marker.decode()}']=true" for marker in (MODEL_MARKER, SCRIPT_MARKER, GRAPH_MARKER))
+_RUN_INFO_KINDS: Final = ", ".join(
+    f"['{marker.decode()}']=true" for marker in (MODEL_MARKER, SCRIPT_MARKER, GRAPH_MARKER))
 
-RESET_STATS = StoreScript("reset_stats", f"""
+RESET_STATS: Final = StoreScript("reset_stats", f"""
 local kinds = {{{_RUN_INFO_KINDS}}}
 local ours = redis.call('TYPE', KEYS[1])['ok'] == 'hash'
 ours = ours and kinds[redis.call('HGET', KEYS[1], '{MARKER_FIELD.decode()}')] and redis.call('EXISTS', KEYS[2]) == 1
@@ -186,9 +221,9 @@ return redis.status_reply('OK')
 """AI.INFO … RESETSTAT: KEYS[1] a model, script or graph, KEYS[2] its stats key. Zeroes the counters, or
 answers ``cannot find run info`` (nothing written) unless both are there, with one run-info id."""
 
-SCRIPTS = (SET_TENSORS, STORE_OBJECT, DELETE_OBJECT, RECORD_RUN, RESET_STATS)
+SCRIPTS: Final = (SET_TENSORS, STORE_OBJECT, DELETE_OBJECT, RECORD_RUN, RESET_STATS)
 
-READS = StoreScript("reads", b"""
+READS: Final = StoreScript("reads", b"""
 local replies, i = {}, 1
 while i <= #ARGV do
   local n = tonumber(ARGV[i])
@@ -211,7 +246,7 @@ def tagged(script: StoreScript) -> StoreScript:
                        b"if type(reply) == 'table' and reply.err then return reply end\nreturn {tag, reply}\n")
 
 
-TAGGED = MappingProxyType({script.name: tagged(script) for script in (*SCRIPTS, READS)})
+TAGGED: Final = MappingProxyType({script.name: tagged(script) for script in (*SCRIPTS, READS)})
 """Every script's tagged form, by the script's name."""
 
 

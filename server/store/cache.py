@@ -40,7 +40,7 @@ import select
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import hiredis
 
@@ -56,22 +56,22 @@ from server.store.upstream import (
     pack_command,
 )
 
-log = logging.getLogger("redisai.store")
+log: Final = logging.getLogger("redisai.store")
 
-WRITTEN_KEYS_KEPT = 100_000
+WRITTEN_KEYS_KEPT: Final = 100_000
 # Commands that only read: relaying them drops nothing.
-READ_ONLY = frozenset(
+READ_ONLY: Final = frozenset(
     b"get getrange strlen exists type ttl pttl expiretime pexpiretime hget hmget hgetall hlen hexists hkeys "
     b"hvals hstrlen mget lrange llen lindex scard smembers sismember zrange zscore zcard scan hscan sscan zscan "
     b"keys dbsize randomkey ping echo info time object memory dump substr lpos smismember zrank zrevrank "
     b"zrangebyscore zcount xrange xrevrange xlen bitcount getbit pfcount"
     .split())
 # Commands that can change keys they do not name as arguments: relaying them drops everything.
-TOUCHES_UNNAMED = frozenset(b"flushall flushdb swapdb function debug script".split())
-KEY_NAME_LIMIT = 4096  # longer arguments are values, not key names worth a lookup
+TOUCHES_UNNAMED: Final = frozenset(b"flushall flushdb swapdb function debug script".split())
+KEY_NAME_LIMIT: Final = 4096  # longer arguments are values, not key names worth a lookup
 # A cached input is sent back to the store with the run's output write, which compares it with the key's
 # value: worth it while that costs less than reading the key would.
-TENSOR_ENTRY_LIMIT = 64 * 1024
+TENSOR_ENTRY_LIMIT: Final = 64 * 1024
 
 
 class TrackingRefused(AIError):
@@ -317,7 +317,7 @@ class TrackedCache:
         cache = self._db(db)
         replies: list[Any] = [None] * len(commands)
         misses: list[int] = []
-        trusted = not cache.link.busy and not cache.link.has_unread_data()  # else pushes may be on their way
+        trusted = self._trusted(cache)
         for index, command in enumerate(commands):
             hit, value = cache.lookup(command) if trusted else (False, None)
             if hits is not None:
@@ -341,6 +341,27 @@ class TrackedCache:
             for position, index in enumerate(misses):
                 replies[index] = answers[2 * position]
         return replies
+
+    def held(self, db: int, commands: Sequence[tuple[bytes, ...]], hits: list[bool] | None = None) -> list[Any] | None:
+        """Every reply from the cache, when it holds them all and is up to date (``read_many``'s hits, without
+        its coroutine: a request's usual case); else None, and nothing counted."""
+        cache = self._dbs.get(db)
+        if cache is None:
+            return None
+        for command in commands:
+            if not cache.holds(command):
+                return None
+        if not self._trusted(cache):
+            return None
+        replies = [cache.lookup(command)[1] for command in commands]
+        if hits is not None:
+            hits.extend([True] * len(commands))
+        return replies
+
+    @staticmethod
+    def _trusted(cache: DatabaseCache) -> bool:
+        """No reply is on its way and no push waits unread: else a push for an entry may be on its way."""
+        return not cache.link.busy and not cache.link.has_unread_data()
 
     def known_tensors(self, db: int, keys: Sequence[bytes]) -> bool:
         """Whether we wrote a tensor to each of ``keys`` and no write we saw since touched them: an output

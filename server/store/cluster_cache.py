@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from backends import errors as msgs
 from backends.errors import AIError
@@ -40,7 +40,7 @@ from server.store.cluster_state import ClusterState, is_redirect
 from server.store.cluster_watch import Watched
 from server.store.upstream import StoreAddress
 
-UNROUTED = -1  # the node index of a read whose slot no primary serves now: it goes through the cluster link
+UNROUTED: Final = -1  # the node index of a read whose slot no primary serves now: it goes through the cluster link
 
 
 class ClusterCache(TrackedCache):

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Final
 
 from backends import errors as msgs
 from server.protocol.framer import join_aggregate, split_aggregate
 from server.protocol.slot import ReplySlot
 
-_NODE_DOWN = b"-" + msgs.UPSTREAM_DOWN_MSG.split("{")[0].encode()  # a node that cannot be reached (failover?)
+_NODE_DOWN: Final = b"-" + msgs.UPSTREAM_DOWN_MSG.split("{")[0].encode()  # a node that cannot be reached (failover?)
 # Redirects, and the errors that make the map be read again:
-_FOLLOWED = (*(b"-" + word.encode() for word in (msgs.MOVED_PREFIX, msgs.ASK_PREFIX, msgs.CLUSTERDOWN_PREFIX)),
-             _NODE_DOWN)
-FAN_OUT_COMMANDS = frozenset({b"flushall", b"flushdb", b"dbsize", b"keys", b"randomkey"})
-SCAN_NODES = 1024  # the most primaries a SCAN cursor can tell apart
+_FOLLOWED: Final = (*(b"-" + word.encode() for word in (msgs.MOVED_PREFIX, msgs.ASK_PREFIX, msgs.CLUSTERDOWN_PREFIX)),
+                    _NODE_DOWN)
+FAN_OUT_COMMANDS: Final = frozenset({b"flushall", b"flushdb", b"dbsize", b"keys", b"randomkey"})
+SCAN_NODES: Final = 1024  # the most primaries a SCAN cursor can tell apart
 
 
 class ForwardSlot(ReplySlot):
@@ -119,7 +120,7 @@ def _any_key(replies: list[bytes]) -> bytes:
     return random.choice(found) if found else replies[0]
 
 
-_COMBINE: dict[bytes, Callable[[list[bytes]], bytes]] = {
+_COMBINE: Final[dict[bytes, Callable[[list[bytes]], bytes]]] = {
     b"flushall": _all_ok, b"flushdb": _all_ok, b"dbsize": _summed, b"keys": _union, b"randomkey": _any_key,
 }
 

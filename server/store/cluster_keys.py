@@ -14,12 +14,12 @@ from __future__ import annotations
 import binascii
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from backends import errors as msgs
 from backends.errors import AIError
 
-SLOTS = 16384
+SLOTS: Final = 16384
 
 
 class CrossSlot(AIError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from backends import errors as msgs
 from backends.errors import AIError
@@ -20,9 +20,9 @@ from server.store.cluster_state import ClusterState, is_redirect, is_retry_later
 from server.store.keyspace import StoreLink
 from server.store.upstream import StoreAddress
 
-MAX_REDIRECTS = 5
-TRYAGAIN_PAUSE_S = 0.02
-SPREAD = -1  # not a slot: commands for several slots (or a key error), sent the general way
+MAX_REDIRECTS: Final = 5
+TRYAGAIN_PAUSE_S: Final = 0.02
+SPREAD: Final = -1  # not a slot: commands for several slots (or a key error), sent the general way
 
 Unit = list[int]  # indices into the caller's commands that must run together on one node
 

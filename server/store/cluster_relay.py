@@ -16,6 +16,7 @@ visit every primary (same module).
 from __future__ import annotations
 
 import asyncio
+from typing import Final
 
 from backends import errors as msgs
 from backends.errors import AIError
@@ -34,8 +35,8 @@ from server.store.redis import RedisSession
 from server.store.session import SessionSink
 from server.store.upstream import StoreAddress
 
-QUEUE_TIME_ERROR = [b"REDISAI.QUEUE-TIME-ERROR"]  # as server/frontend/multi.py's: fails the node's open MULTI
-_HOME_COMMANDS = frozenset({b"subscribe", b"psubscribe", b"unsubscribe", b"punsubscribe", b"publish"})
+QUEUE_TIME_ERROR: Final = [b"REDISAI.QUEUE-TIME-ERROR"]  # as server/frontend/multi.py's: fails the node's open MULTI
+_HOME_COMMANDS: Final = frozenset({b"subscribe", b"psubscribe", b"unsubscribe", b"punsubscribe", b"publish"})
 
 
 def _redirected_to(cluster: ClusterState, frame: bytes, sender: StoreAddress) -> tuple[StoreAddress | None, bool]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from backends import errors as msgs
 from backends.errors import AIError
@@ -24,9 +24,9 @@ from server.store.cluster_watch import HungNodeWatch, Watched
 from server.store.redis import RedisLink, SharedRelay
 from server.store.upstream import StoreAddress
 
-REFRESH_GAP_S = 0.05  # at most one topology read per 50 ms: a failover's burst of errors costs a few
-REFRESH_EVERY_S = 5.0  # and one every 5 s regardless: a primary that hangs (no error, no MOVED) is noticed
-TOPOLOGY_TIMEOUT_S = 2.0  # a node that does not answer the map query within this is skipped
+REFRESH_GAP_S: Final = 0.05  # at most one topology read per 50 ms: a failover's burst of errors costs a few
+REFRESH_EVERY_S: Final = 5.0  # and one every 5 s regardless: a primary that hangs (no error, no MOVED) is noticed
+TOPOLOGY_TIMEOUT_S: Final = 2.0  # a node that does not answer the map query within this is skipped
 
 
 def redirect_target(message: str, sender: StoreAddress) -> tuple[str, StoreAddress | None, bool]:

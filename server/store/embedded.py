@@ -14,25 +14,28 @@ import asyncio
 import contextlib
 import logging
 import time
+from typing import Final
 
 from server.store.process import StoreProcess, find_store_binary
 from server.store.redis import RedisStore
 from server.store.upstream import StoreAddress
 
-log = logging.getLogger("redisai.store")
+log: Final = logging.getLogger("redisai.store")
 
+# not Final: mypyc (2.4) makes a Final tuple of floats a C struct whose "is it set" check it gets backwards (every
+# read raised NameError: value for final name ... was not set; docs/performance.md, the compiled path's pitfalls)
 RESTART_DELAYS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
-STABLE_AFTER_S = 1.0  # a child that dies sooner than this after its start is crash-looping: back off
+STABLE_AFTER_S: Final = 1.0  # a child that dies sooner than this after its start is crash-looping: back off
 
 
 # What no client may do to the store we own: make it a replica or a primary of someone else, change how we log
 # in, load code into it, or rewrite its users. (Its dir and dbfilename are protected by the store itself.)
-_REFUSED_COMMANDS = frozenset({b"replicaof", b"slaveof", b"sync", b"psync", b"failover", b"module"})
-_REFUSED_SUBCOMMANDS = {b"acl": frozenset({b"setuser", b"deluser", b"load", b"save"}),
-                        b"config": frozenset({b"set", b"rewrite"})}
-_PROTECTED_CONFIGS = frozenset({b"requirepass", b"masterauth", b"masteruser", b"port", b"unixsocket",
-                                b"unixsocketperm", b"bind", b"replicaof", b"slaveof", b"dir", b"dbfilename",
-                                b"appenddirname", b"logfile", b"enable-debug-command", b"enable-module-command"})
+_REFUSED_COMMANDS: Final = frozenset({b"replicaof", b"slaveof", b"sync", b"psync", b"failover", b"module"})
+_REFUSED_SUBCOMMANDS: Final = {b"acl": frozenset({b"setuser", b"deluser", b"load", b"save"}),
+                               b"config": frozenset({b"set", b"rewrite"})}
+_PROTECTED_CONFIGS: Final = frozenset({b"requirepass", b"masterauth", b"masteruser", b"port", b"unixsocket",
+                                       b"unixsocketperm", b"bind", b"replicaof", b"slaveof", b"dir", b"dbfilename",
+                                       b"appenddirname", b"logfile", b"enable-debug-command", b"enable-module-command"})
 
 
 def refused_on_embedded(argv: list[bytes]) -> bool:

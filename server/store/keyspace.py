@@ -10,7 +10,7 @@ worker threads hand their store requests to the loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from backends import errors as msgs
@@ -26,7 +26,9 @@ T = TypeVar("T")
 class StoreLink(Protocol):
     """One pipelined channel to one database of the backing store."""
 
-    async def pipeline(self, commands: list[list[bytes]]) -> list[Any]: ...
+    def pipeline(self, commands: list[list[bytes]]) -> Awaitable[list[Any]]:
+        """The replies of ``commands``, in one round trip (a coroutine, or the reply future itself)."""
+        ...
 
     def shards(self) -> Sequence[StoreLink]:
         """A link per shard, for what must visit all of them (one on a single store; each primary of a cluster)."""
@@ -99,6 +101,9 @@ class Keyspace:
         ``hits``, when given, gets one flag per command: whether its reply came from the cache."""
         if self._cache is None or not self._cache.enabled:
             return await self._read_past_cache(commands, hits)
+        held = self._cache.held(self.db, commands, hits)
+        if held is not None:
+            return held  # cached values are never "unavailable" errors: those are not kept
         try:
             replies = await self._cache.read_many(self.db, commands, hits)
         except TrackingRefused:
@@ -188,8 +193,8 @@ class Keyspace:
             return
         self.forget(keys)
         checked = [*([model] if model is not None else []), *guards]  # read, not written: cached metadata stays
-        heads = self._tensor_writes(keys, to_argv(values), empty_is_free, checked, inputs)
-        replies = await self.run_scripts([*heads, *also])
+        heads, counted = self._tensor_writes(keys, to_argv(values), empty_is_free, checked, inputs, also)
+        replies = await self.run_scripts(heads if counted else [*heads, *also])
         for reply in replies[: len(heads)]:
             if isinstance(reply, AIError):
                 raise reply
@@ -211,18 +216,22 @@ class Keyspace:
 
     def _tensor_writes(self, keys: Sequence[bytes], values: list[bytes], empty_is_free: bool,
                        checked: Sequence[tuple[bytes, str]],
-                       inputs: Sequence[tuple[bytes, bytes]] = ()) -> list[ScriptCall]:
-        """One SET_TENSORS call — or, on a cluster, one per slot of the keys, each atomic on its shard. The
-        (key, digest) pairs ``checked`` and the cached ``inputs`` ride with the keys of their slot; checks in a
-        slot with no output are made on their own shard in the same round trip (``_checks_alone``)."""
+                       inputs: Sequence[tuple[bytes, bytes]] = (),
+                       counters: Sequence[ScriptCall] = ()) -> tuple[list[ScriptCall], bool]:
+        """One SET_TENSORS call, the AI.INFO ``counters`` (RECORD_RUN calls) made inside it — or, on a cluster,
+        one per slot of the keys, each atomic on its shard. The (key, digest) pairs ``checked`` and the cached
+        ``inputs`` ride with the keys of their slot; checks in a slot with no output are made on their own shard
+        in the same round trip (``_checks_alone``). On a cluster the counters go in the call only when they too
+        are in its one slot. The calls, and whether the counters are in them (else the caller sends them)."""
         if self._tags is None:
-            return [set_tensors_call(keys, values, empty_is_free, checked, inputs)]
+            return [set_tensors_call(keys, values, empty_is_free, checked, inputs, counters)], True
         key_slots = [key_slot(key) for key in keys]
         checked_in = [key_slot(pair[0]) for pair in checked]
         inputs_in = [key_slot(pair[0]) for pair in inputs]
         if key_slots and _all_equal(key_slots, checked_in, inputs_in):  # one slot (AI.TENSORSET …): one call
-            return [set_tensors_call(keys, values, empty_is_free, checked, inputs)]
-        return _per_slot_writes(keys, values, key_slots, checked, checked_in, inputs, inputs_in, empty_is_free)
+            inside = _all_equal(key_slots, [key_slot(call[1][0]) for call in counters])
+            return [set_tensors_call(keys, values, empty_is_free, checked, inputs, counters if inside else ())], inside
+        return _per_slot_writes(keys, values, key_slots, checked, checked_in, inputs, inputs_in, empty_is_free), False
 
     async def write_atomic(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
         """Run ``commands`` as one MULTI/EXEC transaction in one round trip; return EXEC's replies."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Awaitable
 from typing import Any
 
 import hiredis
@@ -310,14 +311,20 @@ class RedisLink:
     def _live(self) -> UpstreamProtocol | None:
         return self._upstream
 
-    async def pipeline(self, commands: list[list[bytes]]) -> list[Any]:
+    def pipeline(self, commands: list[list[bytes]]) -> Awaitable[list[Any]]:
+        """The replies of ``commands``: connected, the future itself (no coroutine a call: compiled, each level of
+        coroutines costs its creation and a step per resumption on every request)."""
+        if commands and self._upstream is not None:
+            return self.submit(commands)
+        return self._pipeline_connecting(commands)
+
+    async def _pipeline_connecting(self, commands: list[list[bytes]]) -> list[Any]:
         if not commands:
             return []
-        if self._upstream is None:
-            try:
-                await self._ensure()
-            except (OSError, ConnectionError) as exc:
-                raise AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc)) from exc
+        try:
+            await self._ensure()
+        except (OSError, ConnectionError) as exc:
+            raise AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc)) from exc
         return await self.submit(commands)
 
     def submit(self, commands: list[list[bytes]]) -> asyncio.Future[list[Any]]:
@@ -327,7 +334,9 @@ class RedisLink:
         replies = self._pending.expect(len(commands))
         if not self._outbox:
             replies.get_loop().call_soon(self._flush)  # (get_running_loop() would cost a getpid() syscall)
-        self._outbox.extend(pack_command(argv) for argv in commands)
+        outbox = self._outbox
+        for argv in commands:
+            outbox.append(pack_command(argv))
         return replies
 
     @property

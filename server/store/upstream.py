@@ -12,7 +12,7 @@ import ssl
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Final, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import hiredis
@@ -20,13 +20,13 @@ import hiredis
 from backends.errors import AIError
 from server.protocol.framer import ReplyFramer
 
-_NEED_MORE = object()
+_NEED_MORE: Final = object()
 
 
 # the RESP headers of small arrays and bulk strings, made once: %-formatting one cost ~70 ns, and a model run's
 # checked write has a dozen arguments
-_ARRAY_HEADERS = tuple(b"*%d\r\n" % count for count in range(64))
-_BULK_HEADERS = tuple(b"$%d\r\n" % size for size in range(1024))
+_ARRAY_HEADERS: Final = tuple(b"*%d\r\n" % count for count in range(64))
+_BULK_HEADERS: Final = tuple(b"$%d\r\n" % size for size in range(1024))
 
 
 def pack_command(argv: list[bytes]) -> bytes:
@@ -210,7 +210,7 @@ def _ignore_loss(_exc: Exception | None) -> None:
     return None
 
 
-CONNECT_TIMEOUT_S = 10.0
+CONNECT_TIMEOUT_S: Final = 10.0
 
 
 async def open_upstream(address: StoreAddress, reader: FrameReader | ValueReader, db: int,

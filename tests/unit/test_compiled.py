@@ -12,6 +12,7 @@ import importlib.machinery
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from server.compiled import HOT_MODULES, hot_module_builds
@@ -101,12 +102,42 @@ def _none_checks_after_an_await(function: ast.AsyncFunctionDef) -> list[str]:
     return found
 
 
-def test_no_compiled_coroutine_tests_an_attribute_for_none_again_after_an_await() -> None:
+def _hot_module_trees() -> Iterator[tuple[str, ast.Module]]:
+    """Each compiled module's name and parsed source."""
     root = Path(__file__).parents[2]
-    found = []
     for name in HOT_MODULES:
-        tree = ast.parse(root.joinpath(*name.split(".")).with_suffix(".py").read_text())
+        yield name, ast.parse(root.joinpath(*name.split(".")).with_suffix(".py").read_text())
+
+
+def test_no_compiled_coroutine_tests_an_attribute_for_none_again_after_an_await() -> None:
+    found = []
+    for name, tree in _hot_module_trees():
         for function in ast.walk(tree):
             if isinstance(function, ast.AsyncFunctionDef):
                 found += [f"{name}.{where}" for where in _none_checks_after_an_await(function)]
     assert not found, f"read the attribute through a call after the await instead: {found}"
+
+
+def _final_float_tuples(tree: ast.Module) -> list[str]:
+    """Module-level ``NAME: Final = (...)`` tuples with a float in them: mypyc (2.4) makes such a constant a C
+    struct whose "was it set" check is generated backwards, so every read of it inside a compiled function
+    raised ``NameError: value for final name ... was not set`` (the embedded store's restart delays, found by
+    test_embedded_store's store-killed test)."""
+    found = []
+    for node in tree.body:
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and "Final" in ast.unparse(node.annotation) and isinstance(node.value, ast.Tuple)
+                and any(isinstance(item, ast.Constant) and isinstance(item.value, float)
+                        for item in node.value.elts)):
+            found.append(f"{node.target.id} (line {node.lineno})")
+    return found
+
+
+def test_no_compiled_module_has_a_final_tuple_of_floats() -> None:
+    found = [f"{name}.{where}" for name, tree in _hot_module_trees() for where in _final_float_tuples(tree)]
+    assert not found, f"leave these without Final (a module global): {found}"
+
+
+def test_the_final_float_tuple_check_finds_one() -> None:
+    tree = ast.parse("from typing import Final\nDELAYS: Final = (0.05, 1, 2.0)\nCOUNTS: Final = (1, 2)\n")
+    assert _final_float_tuples(tree) == ["DELAYS (line 2)"]
