@@ -77,6 +77,7 @@ bench: venv compile
 	$(BIN)/python -m bench.compiled_bench
 	$(BIN)/python -m bench.startup
 	$(BIN)/python -m bench.rss_bench
+	$(BIN)/python -m bench.instructions
 
 # the long hostile-input and fault runs (bench/soak.py): 100k fuzz cases, 100 clients x 60 s, RSS, store restart
 soak: venv compile

@@ -1,7 +1,7 @@
 """Instructions per request of our server at one client, counted by valgrind (callgrind): the one figure of
 this VM that does not move with the hour.
 
-Usage: python -m bench.instructions [--requests N] [--tree DIR ...] [--only NAME ...]
+Usage: python -m bench.instructions [--requests N] [--clients N] [--tree DIR ...] [--only NAME ...] [--cluster]
 
 CPU time per request is the benchmarks' figure to compare, but on this shared 2-core VM single rounds of one
 command spread from 155 to 250 µs in one morning, and a change worth 5% cannot be told from that. The number
@@ -16,6 +16,14 @@ work, and what 50 clients share per loop iteration), so it complements ``make be
 than replacing them. Under valgrind everything runs ~50 times slower, so the server runs with
 ``--inline-op-us 100000``: model runs stay on the loop thread as they do at full speed (the inline policy's
 budget would otherwise send them to the workers). Needs valgrind (Debian package ``valgrind``).
+
+``--clients N`` (N > 1): the requests come from redis-benchmark's N connections instead, as in ``make bench``:
+what the server shares between clients (one store write per loop iteration, gathered batches) is then in the
+count. Under valgrind every request of a loop iteration is ready at once, so the sharing is at its most.
+
+``--cluster``: what routing over a Redis Cluster adds, the deterministic way: bench.cluster_bench's commands
+(the MLP's model, input and output on three shards, then all in one slot) through our server in front of one
+valkey node and in front of a 3-primary cluster of the same binary, and the ratio.
 """
 
 from __future__ import annotations
@@ -33,32 +41,42 @@ from pathlib import Path
 
 import redis
 
+from bench.cluster_bench import one_node
 from bench.common import print_table
 from bench.compiled_bench import MLP_INPUT, ONE_KIB
+from server.store.cluster_keys import key_slot
 from tests import models
+from tests.cluster_support import local_cluster
 from tests.support import free_port, wait_for_port
 
 START_TIMEOUT_S = 600.0  # torch and onnxruntime imported under valgrind
-# name, command (a 1 KiB value where ONE_KIB stands)
-COMMANDS: tuple[tuple[str, tuple[str | bytes, ...]], ...] = (
+Command = tuple[str | bytes, ...]
+COMMANDS: tuple[tuple[str, Command], ...] = (
     ("PING", ("PING",)),
     ("SET 1 KiB", ("SET", "k", ONE_KIB)),
     ("AI.TENSORSET 1 KiB", ("AI.TENSORSET", "t", "FLOAT", "256", "BLOB", ONE_KIB)),
     ("AI.TENSORGET META BLOB", ("AI.TENSORGET", "t", "META", "BLOB")),
     ("AI.MODELEXECUTE TORCH", ("AI.MODELEXECUTE", "mt", "INPUTS", "1", "x", "OUTPUTS", "1", "yt")),
     ("AI.MODELEXECUTE ONNX", ("AI.MODELEXECUTE", "mo", "INPUTS", "1", "x", "OUTPUTS", "1", "yo")),
+    ("TORCH BATCHSIZE 32", ("AI.MODELEXECUTE", "mb", "INPUTS", "1", "x", "OUTPUTS", "1", "yb")),
     ("3-op DAG", ("AI.DAGEXECUTE", "LOAD", "1", "x", "|>", "AI.MODELEXECUTE", "mt", "INPUTS", "1", "x",
                   "OUTPUTS", "1", "y", "|>", "AI.TENSORGET", "y", "META", "BLOB")),
+)
+CLUSTER_COMMANDS: tuple[tuple[str, Command], ...] = (  # bench.cluster_bench's
+    ("AI.TENSORSET 1 KiB", ("AI.TENSORSET", "tensor0", "FLOAT", "256", "BLOB", ONE_KIB)),
+    ("AI.TENSORGET META BLOB", ("AI.TENSORGET", "tensor0", "META", "BLOB")),
+    ("AI.MODELEXECUTE, 3 shards", ("AI.MODELEXECUTE", "model3", "INPUTS", "1", "in0", "OUTPUTS", "1", "out2")),
+    ("same, keys in one slot", ("AI.MODELEXECUTE", "{u}m", "INPUTS", "1", "{u}x", "OUTPUTS", "1", "{u}y")),
 )
 
 
 @contextmanager
-def counted_server(tree: Path, out: Path) -> Iterator[tuple[int, int]]:
+def counted_server(tree: Path, out: Path, options: tuple[str, ...]) -> Iterator[tuple[int, int]]:
     """Our server from ``tree`` under callgrind, instrumentation off; yields (port, valgrind's pid)."""
     port = free_port()
     command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
                sys.executable, "-m", "server", "--port", str(port), "--log-level", "warning",
-               "--inline-op-us", "100000"]
+               "--inline-op-us", "100000", *options]
     proc = subprocess.Popen(command, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for_port(port, timeout=START_TIMEOUT_S)
@@ -69,29 +87,49 @@ def counted_server(tree: Path, out: Path) -> Iterator[tuple[int, int]]:
 
 
 def prepare(conn: redis.Redis) -> None:
+    """The keys ``COMMANDS`` read, and those of ``CLUSTER_COMMANDS``."""
     conn.set("k", ONE_KIB)
-    conn.execute_command("AI.TENSORSET", "t", "FLOAT", 256, "BLOB", ONE_KIB)
-    conn.execute_command("AI.TENSORSET", "x", "FLOAT", 1, 64, "BLOB", MLP_INPUT)
-    conn.execute_command("AI.MODELSTORE", "mt", "TORCH", "CPU", "BLOB", models.torch_mlp())
-    conn.execute_command("AI.MODELSTORE", "mo", "ONNX", "CPU", "BLOB", models.onnx_mlp())
+    for tensor in ("t", "tensor0"):
+        conn.execute_command("AI.TENSORSET", tensor, "FLOAT", 256, "BLOB", ONE_KIB)
+    for model, backend, blob in (("mt", "TORCH", models.torch_mlp()), ("mo", "ONNX", models.onnx_mlp()),
+                                 ("model3", "TORCH", models.torch_mlp()), ("{u}m", "TORCH", models.torch_mlp())):
+        conn.execute_command("AI.MODELSTORE", model, backend, "CPU", "BLOB", blob)
+    conn.execute_command("AI.MODELSTORE", "mb", "TORCH", "CPU", "BATCHSIZE", 32, "BLOB", models.torch_mlp())
+    for tensor in ("x", "in0", "{u}x"):
+        conn.execute_command("AI.TENSORSET", tensor, "FLOAT", 1, 64, "BLOB", MLP_INPUT)
 
 
-def instructions(tree: Path, command: tuple[str | bytes, ...], requests: int) -> float:
-    """The server's instructions per request of ``command`` (its whole process: every thread)."""
+def instructions(tree: Path, command: Command, requests: int, options: tuple[str, ...] = (),
+                 clients: int = 1) -> float:
+    """The server's instructions per request of ``command`` (its whole process: every thread), sent by one
+    redis-py connection or by redis-benchmark's ``clients``."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "callgrind.out"
-        with counted_server(tree, out) as (port, pid):
+        with counted_server(tree, out, options) as (port, pid):
             conn = redis.Redis(port=port, socket_timeout=300)
             prepare(conn)
-            for _ in range(200):
-                conn.execute_command(*command)
+            _send(conn, port, command, 200, clients)
             _control(pid, "-i", "on")
-            for _ in range(requests):
-                conn.execute_command(*command)
+            _send(conn, port, command, requests, clients)
             _control(pid, "-i", "off")
             _control(pid, "-d")
             conn.close()
         return sum(_totals(Path(name)) for name in glob.glob(f"{out}*")) / requests
+
+
+def _send(conn: redis.Redis, port: int, command: Command, requests: int, clients: int) -> None:
+    """``requests`` of ``command``: one after another on ``conn``, or from redis-benchmark's ``clients`` (a
+    bytes argument, the last, goes through its stdin)."""
+    if clients == 1:
+        for _ in range(requests):
+            conn.execute_command(*command)
+        return
+    *words, last = command
+    blob = last if isinstance(last, bytes) else None
+    args = [str(word) for word in (words if blob is not None else command)]
+    subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", str(clients), "-n", str(requests),
+                    *(["-x"] if blob is not None else []), *args],
+                   input=blob, capture_output=True, timeout=START_TIMEOUT_S * 2, check=True)
 
 
 def _control(pid: int, *args: str) -> None:
@@ -107,25 +145,54 @@ def _totals(dump: Path) -> int:
     return 0
 
 
+def trees_side_by_side(trees: list[Path], commands: tuple[tuple[str, Command], ...], requests: int,
+                       clients: int) -> None:
+    rows = []
+    for name, command in commands:
+        counts = [instructions(tree, command, requests, clients=clients) for tree in trees]
+        rows.append([name, *(f"{count:,.0f}" for count in counts),
+                     *(f"{count / counts[0]:.2f}" for count in counts[1:])])
+    who = "one client" if clients == 1 else f"{clients} redis-benchmark clients"
+    print_table(f"Instructions per request, {who}, our server under callgrind ({requests} requests)",
+                ["command", *(str(tree) for tree in trees), *(f"{tree.name} / this tree" for tree in trees[1:])],
+                rows)
+
+
+def node_and_cluster(tree: Path, commands: tuple[tuple[str, Command], ...], requests: int, clients: int) -> None:
+    """``commands`` through our server on one valkey node, then on a 3-primary cluster, and the ratio."""
+    assert len({key_slot(key) for key in (b"model3", b"in0", b"out2")}) == 3
+    slow = ("--cluster-node-timeout-ms", "600000")  # a node is not hung because valgrind makes us slow
+    with one_node() as (url, _pids):
+        single = [instructions(tree, command, requests, ("--redis-url", url), clients) for _name, command in commands]
+    with local_cluster(primaries=3, replicas=0) as cluster:
+        spread = [instructions(tree, command, requests, ("--redis-url", cluster.seed_url, *slow), clients)
+                  for _name, command in commands]
+    rows = [[name, f"{one:,.0f}", f"{many:,.0f}", f"{many / one:.2f}"]
+            for (name, _command), one, many in zip(commands, single, spread, strict=True)]
+    who = "one client" if clients == 1 else f"{clients} redis-benchmark clients"
+    print_table(f"Instructions per request, {who}, our server under callgrind ({requests} requests): "
+                "in front of one valkey node, and of a 3-primary cluster",
+                ["command", "one node", "cluster", "cluster / one node"], rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=300, help="requests counted per command")
+    parser.add_argument("--clients", type=int, default=1, help="redis-benchmark connections (1: one redis-py)")
     parser.add_argument("--tree", action="append", default=[], help="another compiled checkout to measure too")
     parser.add_argument("--only", action="append", default=[], help="only the commands named so (repeatable)")
+    parser.add_argument("--cluster", action="store_true", help="one store node against a 3-primary cluster")
     args = parser.parse_args()
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("bench.instructions: valgrind is not installed (Debian: apt-get install valgrind); skipped")
         return
-    trees = [Path(os.getcwd()), *(Path(tree).resolve() for tree in args.tree)]
-    chosen = [row for row in COMMANDS if not args.only or row[0] in args.only]
-    rows = []
-    for name, command in chosen:
-        counts = [instructions(tree, command, args.requests) for tree in trees]
-        rows.append([name, *(f"{count:,.0f}" for count in counts),
-                     *(f"{count / counts[0]:.2f}" for count in counts[1:])])
-    print_table(f"Instructions per request, one client, our server under callgrind ({args.requests} requests)",
-                ["command", *(str(tree) for tree in trees), *(f"{tree.name} / this tree" for tree in trees[1:])],
-                rows)
+    here = Path(os.getcwd())
+    table = CLUSTER_COMMANDS if args.cluster else COMMANDS
+    chosen = tuple(row for row in table if not args.only or row[0] in args.only)
+    if args.cluster:
+        node_and_cluster(here, chosen, args.requests, args.clients)
+    else:
+        trees_side_by_side([here, *(Path(tree).resolve() for tree in args.tree)], chosen, args.requests, args.clients)
 
 
 if __name__ == "__main__":

@@ -195,10 +195,14 @@ def served_by(cluster: LocalCluster, key: str | bytes, node: ClusterNode) -> boo
 
 
 def assign_slot(cluster: LocalCluster, slot: int, node: ClusterNode) -> None:
-    """Hand an (empty) ``slot`` to ``node``, on every primary, behind the servers' backs."""
+    """Hand an (empty) ``slot`` to ``node``, on every primary, behind the servers' backs; then give ``node`` the
+    cluster's greatest config epoch, or a replica of the old owner that has not heard yet would hand the slot
+    back by gossip (its master's claim carries a greater epoch than ``node``'s), and the handover would never
+    settle (seen: a test's wait for the new owner ran out)."""
     node_id = node.client().execute_command("CLUSTER", "MYID")
     for primary in cluster.primaries():
         primary.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", node_id)
+    node.client().execute_command("CLUSTER", "BUMPEPOCH")
 
 
 def writes_tensor(conn: redis.Redis, key: str, value: int) -> bool:

@@ -34,13 +34,14 @@ from typing import Any, Final
 from backends import errors as msgs
 from backends.errors import AIError
 from server.store.cache import DatabaseCache, TrackedCache, TrackingRefused
-from server.store.cluster_keys import key_slot
+from server.store.cluster_keys import SLOTS, key_slot
 from server.store.cluster_link import ClusterLink
 from server.store.cluster_state import ClusterState, is_redirect
 from server.store.cluster_watch import Watched
 from server.store.upstream import StoreAddress
 
 UNROUTED: Final = -1  # the node index of a read whose slot no primary serves now: it goes through the cluster link
+UNKNOWN: Final = -2  # a slot's node number not looked up since the map last changed
 
 
 class ClusterCache(TrackedCache):
@@ -52,6 +53,7 @@ class ClusterCache(TrackedCache):
         self._link = link
         self._numbers: dict[tuple[str, int], int] = {}
         self._nodes: dict[int, StoreAddress] = {}
+        self._slot_numbers = [UNKNOWN] * SLOTS  # each slot's node number, looked up once per map
         cluster.on_change(self._map_changed)
         cluster.watch_too(self._tracking_links)
 
@@ -63,9 +65,17 @@ class ClusterCache(TrackedCache):
         return found
 
     def _number(self, key: bytes) -> int:
-        """The number of the primary serving ``key`` now (UNROUTED when none does)."""
+        """The number of the primary serving ``key`` now (UNROUTED when none does); remembered per slot until the
+        map changes (several lookups a request: the reads, the write's forget and note)."""
+        slot = key_slot(key)
+        number = self._slot_numbers[slot]
+        if number == UNKNOWN:
+            number = self._slot_numbers[slot] = self._look_up(slot)
+        return number
+
+    def _look_up(self, slot: int) -> int:
         try:
-            address = self._cluster.primary_for(key_slot(key))
+            address = self._cluster.primary_for(slot)
         except AIError:
             return UNROUTED
         where = (address.host, address.port)
@@ -177,6 +187,7 @@ class ClusterCache(TrackedCache):
     def _map_changed(self) -> None:
         """A new slot map: nothing cached can be trusted to hear of its key's changes any more."""
         self.clear()
+        self._slot_numbers = [UNKNOWN] * SLOTS
         primaries = {(address.host, address.port) for address in self._cluster.topology.primaries}
         for where, number in list(self._numbers.items()):
             if where not in primaries:

@@ -77,7 +77,7 @@ class ClusterLink:
         except AIError as exc:
             self._cluster.request_refresh()
             return [exc] * len(commands)
-        if any(isinstance(reply, AIError) for reply in replies):
+        if _has_error(replies):
             sent = {address: [(unit, False) for unit in _units(commands)]}
             self._deliver(address, commands, sent[address], list(replies), replies)
             await self._follow(commands, sent, replies, sent=True)
@@ -91,7 +91,7 @@ class ClusterLink:
                 break
             if not sent:
                 await self._send_all(commands, pending, replies)
-                if not any(isinstance(reply, AIError) for reply in replies):
+                if not _has_error(replies):
                     return
             sent = False
             pending, moved, later = self._redirected(pending, replies, final=attempt == MAX_REDIRECTS)
@@ -237,3 +237,11 @@ def _units(commands: Sequence[Sequence[bytes]]) -> list[Unit]:
     if block is not None:
         units.append(block)
     return units
+
+
+def _has_error(replies: list[Any]) -> bool:
+    """Whether a reply is an error (a loop: compiled, ``any`` over a generator is an object and a call a reply)."""
+    for reply in replies:
+        if isinstance(reply, AIError):
+            return True
+    return False

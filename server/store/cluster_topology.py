@@ -43,8 +43,9 @@ def _build(seed: StoreAddress, ranges: list[tuple[int, int, tuple[str, int]]]) -
         if where not in index_of:
             index_of[where] = len(primaries)
             primaries.append(node_address(seed, *where))
-        for slot in range(max(start, 0), min(end, SLOTS - 1) + 1):
-            owners[slot] = index_of[where]
+        first, last = max(start, 0), min(end, SLOTS - 1)
+        if first <= last:  # one slice per range: a loop over 16,384 slots cost ~2.6 million instructions, every
+            owners[first : last + 1] = [index_of[where]] * (last - first + 1)  # 5 s (the periodic refresh)
     return Topology(tuple(primaries), tuple(owners))
 
 
