@@ -195,12 +195,15 @@ def served_by(cluster: LocalCluster, key: str | bytes, node: ClusterNode) -> boo
 
 
 def assign_slot(cluster: LocalCluster, slot: int, node: ClusterNode) -> None:
-    """Hand an (empty) ``slot`` to ``node``, on every primary, behind the servers' backs; then give ``node`` the
-    cluster's greatest config epoch, or a replica of the old owner that has not heard yet would hand the slot
-    back by gossip (its master's claim carries a greater epoch than ``node``'s), and the handover would never
-    settle (seen: a test's wait for the new owner ran out)."""
+    """Hand an (empty) ``slot`` to ``node``, on every primary, behind the servers' backs. ``node`` first gets the
+    cluster's greatest config epoch (and again after): otherwise a replica of the old owner that has not heard
+    yet claims the slot for its master by gossip with a greater epoch than ``node``'s, every node — ``node``
+    too — hands it back, and the handover never settles (seen in CI-like runs: the wait for the new owner ran
+    out). ``node`` is told first, so that no node it gossips with sees it disown a slot it then claims."""
     node_id = node.client().execute_command("CLUSTER", "MYID")
-    for primary in cluster.primaries():
+    node.client().execute_command("CLUSTER", "BUMPEPOCH")
+    others = [primary for primary in cluster.primaries() if primary.port != node.port]
+    for primary in [node, *others]:
         primary.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", node_id)
     node.client().execute_command("CLUSTER", "BUMPEPOCH")
 

@@ -141,8 +141,8 @@ class ClusterCache(TrackedCache):
             parts += await asyncio.gather(*(self._read_group(number, commands, groups[number], found)
                                             for number in waits))
         for number, part in zip([*held, *waits], parts, strict=True):
-            for index, answer in zip(groups[number], part, strict=True):
-                replies[index] = answer
+            for position, index in enumerate(groups[number]):
+                replies[index] = part[position]
         return replies
 
     def _holds(self, number: int, commands: Sequence[tuple[bytes, ...]], indices: list[int]) -> bool:
@@ -156,8 +156,8 @@ class ClusterCache(TrackedCache):
             return await self._link.pipeline([list(command) for command in mine])
         hits: list[bool] = []
         answers = await TrackedCache.read_many(self, number, mine, hits)
-        for index, hit in zip(indices, hits, strict=True):
-            found[index] = hit
+        for position, index in enumerate(indices):
+            found[index] = hits[position]
         return answers
 
     def _existing(self, key: bytes) -> DatabaseCache | None:

@@ -77,7 +77,7 @@ class ClusterLink:
         except AIError as exc:
             self._cluster.request_refresh()
             return [exc] * len(commands)
-        if _has_error(replies):
+        if any(isinstance(reply, AIError) for reply in replies):
             sent = {address: [(unit, False) for unit in _units(commands)]}
             self._deliver(address, commands, sent[address], list(replies), replies)
             await self._follow(commands, sent, replies, sent=True)
@@ -91,7 +91,7 @@ class ClusterLink:
                 break
             if not sent:
                 await self._send_all(commands, pending, replies)
-                if not _has_error(replies):
+                if not any(isinstance(reply, AIError) for reply in replies):
                     return
             sent = False
             pending, moved, later = self._redirected(pending, replies, final=attempt == MAX_REDIRECTS)
@@ -118,12 +118,14 @@ class ClusterLink:
         """Every node's batch is queued first (on a live link: at once, no Task), then each is awaited: the
         round trips overlap, and the loop writes all of them in the same iteration."""
         in_flight = []
+        live = []  # (not a comprehension over in_flight: a starred target builds a tuple and a list per item)
         for address, units in pending.items():
             batch = _batch(commands, units)
             link = self._cluster.link(address)
             future = link.submit(batch) if link.connected else None
+            if future is not None:
+                live.append(future)
             in_flight.append((address, units, batch, future))
-        live = [future for *_, future in in_flight if future is not None]
         if len(live) > 1:
             await _all_done(live)  # one wake-up for all of them, not one per node
         for address, units, batch, future in in_flight:
@@ -215,7 +217,8 @@ def _batch(commands: list[list[bytes]], units: list[tuple[Unit, bool]]) -> list[
     for unit, asking in units:
         if asking:
             batch.append([b"ASKING"])
-        batch.extend(commands[i] for i in unit)
+        for i in unit:
+            batch.append(commands[i])
     return batch
 
 
@@ -237,11 +240,3 @@ def _units(commands: Sequence[Sequence[bytes]]) -> list[Unit]:
     if block is not None:
         units.append(block)
     return units
-
-
-def _has_error(replies: list[Any]) -> bool:
-    """Whether a reply is an error (a loop: compiled, ``any`` over a generator is an object and a call a reply)."""
-    for reply in replies:
-        if isinstance(reply, AIError):
-            return True
-    return False

@@ -211,8 +211,8 @@ class Keyspace:
             return True
         if not outputs:
             return False
-        slot = key_slot(outputs[0])
-        return all(key_slot(key) == slot for key in (*inputs, *outputs[1:]))
+        slot = key_slot(outputs[0])  # (any/all of a generator compile to loops; a (*a, *b) tuple would not)
+        return all(key_slot(key) == slot for key in inputs) and all(key_slot(key) == slot for key in outputs)
 
     def _tensor_writes(self, keys: Sequence[bytes], values: list[bytes], empty_is_free: bool,
                        checked: Sequence[tuple[bytes, str]],
@@ -263,12 +263,13 @@ def _per_slot_writes(keys: Sequence[bytes], values: list[bytes], key_slots: list
     """One SET_TENSORS per slot of the keys (each given its slot), its checks and cached inputs with it; checks
     in a slot with no key, alone on their shard."""
     groups: dict[int, _SlotWrite] = {}
-    for key, value, slot in zip(keys, values, key_slots, strict=True):
+    for i, key in enumerate(keys):  # indices, not zip(..., strict=True): a call with a keyword, compiled
+        slot = key_slots[i]
         group = groups.get(slot)
         if group is None:
             group = groups[slot] = ([], [], [], [])
         group[0].append(key)
-        group[1].append(value)
+        group[1].append(values[i])
     lone_checked = _attach(groups, checked, checked_in, lambda group: group[2])
     lone_inputs = _attach(groups, inputs, inputs_in, lambda group: group[3])
     calls = [set_tensors_call(slot_keys, slot_values, empty_is_free, slot_checked, slot_inputs)
@@ -282,7 +283,8 @@ def _attach(groups: dict[int, _SlotWrite], items: Sequence[T], slots: list[int],
             part: Callable[[_SlotWrite], list[T]]) -> list[tuple[int, T]]:
     """Each item (given its slot) into ``part`` of its slot's write; those of a slot with none, returned."""
     lone: list[tuple[int, T]] = []
-    for item, slot in zip(items, slots, strict=True):
+    for i, item in enumerate(items):
+        slot = slots[i]
         group = groups.get(slot)
         if group is None:
             lone.append((slot, item))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import binascii
+import random
+
 import pytest
 
 from server.store.cluster_keys import CrossSlot, KeyFinder, SlotTags, common_slot, key_slot
@@ -16,6 +19,18 @@ def test_key_slots_match_redis() -> None:
     assert key_slot(b"foo{}{bar}") == key_slot(b"foo{}{bar}")  # an empty tag: the whole key
     assert key_slot(b"foo{}{bar}") != key_slot(b"bar")
     assert key_slot(b"foo{{bar}}zap") == key_slot(b"{bar")
+
+
+def test_key_slot_reads_the_hash_tag_as_redis_cluster_does() -> None:
+    """Random keys full of braces against the specification's own wording (the first ``{``, the first ``}``
+    after it, a non-empty tag in between), written the obvious way."""
+    rng = random.Random(7)
+    for _ in range(20_000):
+        key = bytes(rng.choice(b"{}ab\x00\xff") for _ in range(rng.randrange(0, 9)))
+        start = key.find(b"{")
+        end = key.find(b"}", start + 1) if start >= 0 else -1
+        hashed = key[start + 1 : end] if start >= 0 and end > start + 1 else key
+        assert key_slot(key) == binascii.crc_hqx(hashed, 0) % 16384, key
 
 
 def test_common_slot_refuses_keys_of_several_slots() -> None:
