@@ -45,7 +45,7 @@ from dag.cost_table import CostEstimate, CostTable
 from dag.inline_batch import BatchGather
 from dag.queues import DeviceQueue
 from dag.runinfo import RunInfo, Step, size_class
-from dag.worker import execute_step, run_batch
+from dag.worker import count_call, execute_step, run_batch
 
 GRAPH_BUDGET: Final = 4  # a compiled graph runs inline while its whole run costs at most this many times max_us
 # a gathered batch (one call for many requests) runs inline while it costs at most this x max_us
@@ -173,11 +173,7 @@ class InlinePolicy:
         estimate = self._estimate(step, _size_class(run, step))
         if estimate is not None:
             estimate.ran_inline(run.results[0].cpu_us, self.max_us, contended)
-        ended = _perf_counter()
-        with queue.lock:  # _count for one step, without its tuples and loops (every inline run passes here)
-            queue.recent.append((ended - elapsed, ended))
-            queue.busy_seconds += elapsed
-            queue.executed += 1
+        count_call(queue, elapsed)  # not _count: one step needs none of its tuples and loops
         self.inline_runs += 1
 
     @staticmethod

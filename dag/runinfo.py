@@ -198,12 +198,8 @@ def batch_candidate(run: RunInfo, step: Step, enqueued_at: float) -> BatchCandid
 
 
 def size_class(tensors: Sequence[Any]) -> int:
-    """Total bytes of ``tensors``, to a power of two: op costs are kept per size class (dag/inline.py). A loop:
-    compiled, a generator under ``sum`` is an object and a call per item (asked twice a run inline)."""
-    total = 0
-    for tensor in tensors:
-        total += getattr(getattr(tensor, "array", None), "nbytes", 0)
-    return max(total, 1).bit_length()
+    """Total bytes of ``tensors``, to a power of two: op costs are kept per size class (dag/inline.py)."""
+    return max(sum(getattr(getattr(t, "array", None), "nbytes", 0) for t in tensors), 1).bit_length()
 
 
 def make_tickets(run: RunInfo, per_step: bool = False) -> list[DeviceTicket]:

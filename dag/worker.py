@@ -103,12 +103,7 @@ class Worker:
             self._advance(ticket)
 
     def _count(self, elapsed: float, batch: int = 1) -> None:
-        ended = _perf_counter()
-        with self.queue.lock:
-            self.queue.recent.append((ended - elapsed, ended))
-            self.queue.busy_seconds += elapsed
-            self.queue.executed += 1
-            self.queue.batched_requests += batch if batch > 1 else 0
+        count_call(self.queue, elapsed, batch)
 
     def _execute(self, run: RunInfo, ticket: DeviceTicket) -> None:
         step = ticket.current
@@ -165,6 +160,18 @@ def execute_step(run: RunInfo, step: Step, device: str, cpu: bool = True,
     if cpu:
         run.results[step.index].cpu_us = (_thread_time_ns() - cpu_started) // 1000
     return _perf_counter() - started
+
+
+def count_call(queue: DeviceQueue, elapsed: float, batch: int = 1) -> None:
+    """One call (of ``batch`` requests) that took ``elapsed`` seconds and ended now, in ``queue``'s INFO
+    counters: a worker's, and a single inline run's (dag/inline.py; a function here, compiled, where a method of
+    the interpreted DeviceQueue would be an interpreted call on every request)."""
+    ended = _perf_counter()
+    with queue.lock:
+        queue.recent.append((ended - elapsed, ended))
+        queue.busy_seconds += elapsed
+        queue.executed += 1
+        queue.batched_requests += batch if batch > 1 else 0
 
 
 def run_batch(runs: Sequence[RunInfo], steps: Sequence[Step], cpu: bool = True) -> float:
