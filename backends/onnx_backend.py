@@ -67,9 +67,15 @@ class Watchdog:
 class OnnxModel(NamedModel):
     """A loaded ONNX model."""
 
-    def __init__(self, session: ort.InferenceSession, timeout_ms: int, watchdog: Watchdog) -> None:
+    def __init__(self, session: ort.InferenceSession, timeout_ms: int, watchdog: Watchdog,
+                 on_gpu: bool = False) -> None:
         super().__init__([i.name for i in session.get_inputs()], [o.name for o in session.get_outputs()])
+        # The binding's own run on the CPU: InferenceSession.run's Python checks (every input fed, no OrtValue
+        # of another session, graph capture) cost ~1.3 us of the MLP's ~6.5 us here, and our feed always names
+        # every input with a numpy array. A GPU session keeps them: its run falls back to the CPU on EPFail.
         self._session = session
+        binding = getattr(session, "_sess", None)
+        self._run = binding.run if binding is not None and not on_gpu else session.run
         self._timeout_ms = timeout_ms
         self._watchdog = watchdog
 
@@ -82,7 +88,7 @@ class OnnxModel(NamedModel):
         token = self._watchdog.watch(options, self._timeout_ms) if options is not None else None
         try:
             outputs = []
-            for out in self._session.run(self._outputs, feed, options):
+            for out in self._run(self._outputs, feed, options):
                 outputs.append(np.asarray(out))
             return outputs
         except Exception as exc:
@@ -148,7 +154,7 @@ class OnnxBackend:
             session = ort.InferenceSession(blob, sess_options=session_options, providers=providers)
         except Exception as exc:
             raise AIError(ort_message(exc)) from exc
-        return OnnxModel(session, options.execution_timeout_ms, self._watchdog)
+        return OnnxModel(session, options.execution_timeout_ms, self._watchdog, device.is_gpu)
 
     @staticmethod
     def _providers(device: Device) -> list[Provider]:

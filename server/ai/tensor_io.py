@@ -25,49 +25,57 @@ def decode_input(value: Any) -> Tensor:
     return decode_tensor(value)
 
 
-DECODED_KEPT: Final = 64  # decoded cached inputs remembered (DecodedInputs), each pinning a value of at most 64 KiB
+DECODED_KEPT: Final = 64  # decoded inputs remembered (DecodedInputs), each pinning a value of at most 64 KiB
+# A value read from the store is a new object every time: it is looked up by its bytes up to this size, where
+# hashing it (~1.5 instructions a byte) costs less than decoding it again (~14,000).
+DECODED_BY_CONTENT_LIMIT: Final = 2048
 
 
 class DecodedInputs:
-    """Input tensors decoded from the very values the coherent cache served (``decode``): while an input is
-    cached, every run of it gets the same ``bytes`` object, and decoding it again cost ~15,000 instructions of
-    a MODELEXECUTE's ~318,000 (callgrind, one client). Kept by the value's identity, with the value itself
-    (so that the id cannot be reused while kept); numeric tensors only (a read-only view of those bytes:
-    nothing can change it; a STRING tensor's array of objects could be). At most DECODED_KEPT, then it starts
-    over. One per server (``AIState.decoded``), loop thread only."""
+    """Input tensors decoded once for many runs. Decoding a tensor cost ~14,000 instructions of a
+    MODELEXECUTE's ~250,000 (callgrind). Kept by the value's bytes: a value the coherent cache serves is the
+    same ``bytes`` object for every run of it (Python keeps its hash), and a small one read from the store
+    (a batching model's inputs, a DAG's LOAD, inputs on another shard than the outputs) hashes for less than
+    it decodes. Numeric tensors only: a read-only view of those bytes, which nothing can change (a STRING
+    tensor's array of objects could be). At most DECODED_KEPT, then it starts over. One per server
+    (``AIState.decoded``), loop thread only."""
 
-    __slots__ = ("_by_id",)
+    __slots__ = ("_by_value",)
 
     def __init__(self) -> None:
-        self._by_id: dict[int, tuple[bytes, Tensor]] = {}
+        self._by_value: dict[bytes, Tensor] = {}
 
-    def decode(self, value: Any) -> Tensor:
-        """``decode_input(value)``, remembered for a cached numeric tensor."""
-        found = self._by_id.get(id(value))
-        if found is not None and found[0] is value:
-            return found[1]
+    def decode(self, value: Any, cached: bool = True) -> Tensor:
+        """``decode_input(value)``, remembered for a numeric tensor. ``cached``: the value came from the coherent
+        cache (any size up to its limit); else only one of at most DECODED_BY_CONTENT_LIMIT bytes is looked up."""
+        if not isinstance(value, bytes) or (not cached and len(value) > DECODED_BY_CONTENT_LIMIT):
+            return decode_input(value)
+        found = self._by_value.get(value)
+        if found is not None:
+            return found
         tensor = decode_input(value)
-        if tensor.dtype != "STRING" and isinstance(value, bytes):
-            if len(self._by_id) >= DECODED_KEPT:
-                self._by_id.clear()
-            self._by_id[id(value)] = (value, tensor)
+        if tensor.dtype != "STRING":
+            if len(self._by_value) >= DECODED_KEPT:
+                self._by_value.clear()
+            self._by_value[value] = tensor
         return tensor
 
 
-def decode_inputs(values: Sequence[Any], from_cache: Sequence[bool],
-                  decoded: DecodedInputs | None = None) -> list[Tensor] | None:
+def decode_inputs(values: Sequence[Any], from_cache: Sequence[bool], decoded: DecodedInputs) -> list[Tensor] | None:
     """GET replies as input tensors; None when one that came from the coherent cache does not decode (the
     key's value then may have changed since: the caller reads them from the store, whose errors are true).
-    ``decoded``: where those from the cache are decoded (once per cached value)."""
+    An index loop: mypyc does not specialise the ``zip(..., strict=True)`` it replaced."""
+    if len(values) != len(from_cache):
+        raise ValueError("one flag a value")
+    tensors: list[Tensor] = []
     try:
-        if decoded is None:
-            return [decode_input(value) for value in values]
-        return [decoded.decode(value) if hit else decode_input(value)
-                for value, hit in zip(values, from_cache, strict=True)]
+        for index in range(len(values)):
+            tensors.append(decoded.decode(values[index], from_cache[index]))
     except AIError:
         if any(from_cache):
             return None
         raise
+    return tensors
 
 
 def output_type_checks(keys: list[bytes]) -> list[tuple[bytes, ...]]:

@@ -25,7 +25,7 @@ from server.ai.execution import execute_run
 from server.ai.state import AIState
 from server.ai.steps import BatchObserver, batch_spec, deadline_after, script_work, step_samples
 from server.ai.stored import compiled_script, loaded_model
-from server.ai.tensor_io import check_output_types, decode_input, output_type_checks
+from server.ai.tensor_io import check_output_types, output_type_checks
 from server.commands.dag_ops import objects_named, parse_ops
 from server.protocol.reply import OK, Status
 from server.store.atomic import ScriptCall
@@ -123,7 +123,7 @@ async def parse_with_store(ctx: ServerContext, keyspace: Keyspace, header: DagHe
     _lookups(commands, scripts, SCRIPT_META_FIELDS)
     commands += output_type_checks(header.persist)
     replies = await keyspace.pipeline(commands)
-    loaded = [decode_input(value) for value in replies[: len(header.load)]]
+    loaded = [ctx.ai.decoded.decode(value, cached=False) for value in replies[: len(header.load)]]
     if header.error is not None:
         raise header.error
     position = len(header.load)

@@ -261,8 +261,10 @@ class DatabaseCache:
 
         return [on_value, on_ttl]
 
-    def forget(self, key: bytes) -> None:
-        self.written.pop(key, None)
+    def forget(self, key: bytes, keep_written: bool = False) -> None:
+        """``key``'s cached replies out; also that we wrote a tensor there last, unless ``keep_written``."""
+        if not keep_written:
+            self.written.pop(key, None)
         for entry in list(self._by_key.get(key, ())):
             self.forget_entry(entry)
 
@@ -388,11 +390,11 @@ class TrackedCache:
             for name_arg in names:
                 cache.forget(name_arg)
 
-    def forget(self, db: int, keys: Sequence[bytes]) -> None:
+    def forget(self, db: int, keys: Sequence[bytes], keep_written: bool = False) -> None:
         cache = self._dbs.get(db)
         if cache is not None:
             for key in keys:
-                cache.forget(key)
+                cache.forget(key, keep_written)
 
     def clear(self) -> None:
         for cache in self._dbs.values():

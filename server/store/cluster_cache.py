@@ -178,11 +178,11 @@ class ClusterCache(TrackedCache):
                 if number != UNROUTED:
                     self._db(number).note_written([key])
 
-    def forget(self, db: int, keys: Sequence[bytes]) -> None:
+    def forget(self, db: int, keys: Sequence[bytes], keep_written: bool = False) -> None:
         """``keys`` out of every node's entries: an entry may sit with a node that served its slot before."""
         for cache in self._dbs.values():
             for key in keys:
-                cache.forget(key)
+                cache.forget(key, keep_written)
 
     def _map_changed(self) -> None:
         """A new slot map: nothing cached can be trusted to hear of its key's changes any more."""

@@ -120,10 +120,12 @@ class Keyspace:
         """Whether each key last held a tensor we wrote (a pre-run type check may be skipped; see the cache)."""
         return self._cache is not None and self._cache.known_tensors(self.db, keys)
 
-    def forget(self, keys: Sequence[bytes]) -> None:
-        """Drop ``keys`` from the coherent cache (before we write them, or when they proved stale)."""
+    def forget(self, keys: Sequence[bytes], keep_written: bool = False) -> None:
+        """Drop ``keys`` from the coherent cache (before we write them, or when they proved stale).
+        ``keep_written``: the keys still count as last holding a tensor of ours (what we are about to write
+        there is a tensor too, so concurrent runs keep skipping their pre-run type check: ``known_tensors``)."""
         if self._cache is not None:
-            self._cache.forget(self.db, keys)
+            self._cache.forget(self.db, keys, keep_written)
 
     async def command(self, argv: list[bytes]) -> Any:
         """Any command, e.g. a script's ``redis.execute``: what it may change leaves the cache first."""
@@ -191,12 +193,16 @@ class Keyspace:
         if not keys and not inputs:
             await self.run_scripts(also)
             return
-        self.forget(keys)
+        # Our write in flight leaves the keys marked as ours: were the mark dropped until the reply, concurrent
+        # runs writing the same output (50 clients of one model) would all miss the cache and re-check the type
+        # (the write script checks it again, atomically, either way). A refused write drops the mark.
+        self.forget(keys, keep_written=True)
         checked = [*([model] if model is not None else []), *guards]  # read, not written: cached metadata stays
         heads, counted = self._tensor_writes(keys, to_argv(values), empty_is_free, checked, inputs, also)
         replies = await self.run_scripts(heads if counted else [*heads, *also])
         for reply in replies[: len(heads)]:
             if isinstance(reply, AIError):
+                self.forget(keys)
                 raise reply
         if self._cache is not None:
             self._cache.note_written(self.db, keys)

@@ -27,17 +27,25 @@ _NEED_MORE: Final = object()
 # checked write has a dozen arguments
 _ARRAY_HEADERS: Final = tuple(b"*%d\r\n" % count for count in range(64))
 _BULK_HEADERS: Final = tuple(b"$%d\r\n" % size for size in range(1024))
+_BULK_AFTER_ONE: Final = tuple(b"\r\n$%d\r\n" % size for size in range(1024))  # the CRLF ending the previous one
 
 
 def pack_command(argv: list[bytes]) -> bytes:
     """One command in RESP. A join: hiredis's packer measured slower for small arguments once the checks it
-    needs are added, and ~25x slower for a 1 MiB one."""
+    needs are added, and ~25x slower for a 1 MiB one. Each header carries the CRLF that ends the argument
+    before it: two parts an argument, not three (the join's per-part cost: ~30% of a checked write's pack)."""
     count = len(argv)
     parts = [_ARRAY_HEADERS[count] if count < 64 else b"*%d\r\n" % count]
+    after_one = False
     for arg in argv:
         size = len(arg)
-        parts.append(_BULK_HEADERS[size] if size < 1024 else b"$%d\r\n" % size)
+        if size < 1024:
+            parts.append(_BULK_AFTER_ONE[size] if after_one else _BULK_HEADERS[size])
+        else:
+            parts.append((b"\r\n$%d\r\n" if after_one else b"$%d\r\n") % size)
         parts.append(arg)
+        after_one = True
+    if after_one:
         parts.append(b"\r\n")
     return b"".join(parts)
 

@@ -3,12 +3,14 @@ stale — whoever writes: this server, another server on the same store, a clien
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 
 import pytest
 import redis
 
+from backends.errors import AIError
 from server.config import Config
 from server.store.embedded import EmbeddedStore
 from tests.models import torch_add, torch_mul
@@ -102,6 +104,35 @@ def test_repeated_runs_read_their_inputs_from_the_cache_too(server: RunningServe
         assert conn.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c") == b"OK"
         assert _values(conn, "c") == [2, 4]
     assert _hits(conn) >= before + 4 * 3  # the metadata and both inputs, from the second run on
+
+
+def test_an_output_stays_known_while_our_write_is_in_flight_and_not_after_a_refused_one(
+        shared_store: tuple[redis.Redis, redis.Redis, redis.Redis], server: RunningServer) -> None:
+    """A run skips its output's pre-run type check when that key last held a tensor we wrote. Our own tensor
+    write in flight keeps that so (50 clients of one model into one output key would otherwise all miss the
+    cache and check again); a write the store refuses (the key retyped behind our back) drops it."""
+    ours, _theirs, direct = shared_store
+    ours.execute_command("AI.TENSORSET", "t", "FLOAT", 2, "BLOB", ONE_TWO)
+    tensor = _raw(direct, "t")
+    keyspace = server.server.ctx.keyspace(0)
+
+    async def write_and_look_meanwhile() -> tuple[bool, bool]:
+        await keyspace.set_tensors([b"o"], [tensor])
+        before = keyspace.known_tensors([b"o"])
+        writing = asyncio.ensure_future(keyspace.set_tensors([b"o"], [tensor]))
+        await asyncio.sleep(0)  # the write has left; its reply is not read before the next poll
+        meanwhile = keyspace.known_tensors([b"o"]) and not writing.done()
+        await writing
+        return before, meanwhile
+
+    assert asyncio.run_coroutine_threadsafe(write_and_look_meanwhile(), server.loop).result(10) == (True, True)
+    direct.delete("o")
+    direct.rpush("o", "x")  # not a key we track: we do not hear of it
+    assert keyspace.known_tensors([b"o"])
+    refused = asyncio.run_coroutine_threadsafe(keyspace.set_tensors([b"o"], [tensor]), server.loop)
+    with pytest.raises(AIError, match=r"^WRONGTYPE"):
+        refused.result(10)
+    assert not keyspace.known_tensors([b"o"])
 
 
 def test_an_input_written_through_another_server_is_never_run_stale(

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import onnxruntime as ort
 import pytest
 import redis
@@ -16,7 +17,7 @@ import torch
 
 from backends.base import RuntimeOptions
 from backends.device import Device
-from backends.onnx_backend import OnnxBackend
+from backends.onnx_backend import OnnxBackend, OnnxModel, Watchdog
 from backends.torch_backend import TorchBackend
 from backends.torch_threads import use_intra_op_threads
 from server.config import Config
@@ -131,3 +132,18 @@ def test_a_torch_run_turns_autograd_off_on_its_own_thread_only() -> None:
     other.start()
     other.join()
     assert bystander == [True]
+
+
+def test_onnx_runs_through_the_binding_on_the_cpu_and_through_the_session_on_a_gpu() -> None:
+    """On the CPU a run calls onnxruntime's binding directly (the session's Python checks are ours to skip:
+    our feed names every input); its outputs are the session's own. A GPU model keeps the session's run, whose
+    EPFail fallback to the CPU the binding lacks."""
+    model = OnnxBackend().load_model(models.onnx_add(), CPU, RuntimeOptions(intra_op_threads=1))
+    a = np.array([[1, 2], [3, 4]], dtype=np.float32)
+    session = model._session
+    expected = session.run(None, {name: a for name in model.input_names})
+    assert [out.tolist() for out in model.run([a, a])] == [out.tolist() for out in expected] == [[[2, 4], [6, 8]]]
+    assert model._run != session.run
+    on_gpu = OnnxModel(session, 0, Watchdog(), on_gpu=True)
+    assert on_gpu._run == session.run
+    assert [out.tolist() for out in on_gpu.run([a, a])] == [[[2, 4], [6, 8]]]

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import random
+from typing import Any, cast
 
+import hiredis
 import pytest
 
 from backends.errors import AIError, ProtocolError
 from server.protocol.framer import ReplyFramer
 from server.protocol.reply import NULL_ARRAY, Push, Status, Verbatim, encode
 from server.protocol.request import Limits, RequestParser, parse_strict_int, split_inline_args
+from server.store.upstream import pack_command
 
 STREAM = (
     b"*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$12\r\nhello\r\nworld\r\n"
@@ -251,3 +254,13 @@ def test_the_fast_path_honours_custom_limits() -> None:
     parser.feed(_encode_request([b"GET", b"toolong"]))
     with pytest.raises(ProtocolError, match=r"invalid bulk length"):
         parser.next_command()
+
+
+@pytest.mark.parametrize("sizes", [[], [0], [3], [1023, 1024], [5, 0, 1024, 70_000, 1], [2] * 70])
+def test_store_commands_are_packed_as_hiredis_packs_them(sizes: list[int]) -> None:
+    """server/store/upstream.py pack_command: small and large arguments, empty ones, more than 63 of them."""
+    argv = [bytes([65 + i % 26]) * size for i, size in enumerate(sizes)]
+    assert pack_command(argv) == cast(Any, hiredis).pack_command(tuple(argv))  # (its stub types a 1-tuple)
+    reader = hiredis.Reader()
+    reader.feed(pack_command(argv))
+    assert reader.gets() == argv
