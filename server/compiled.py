@@ -27,6 +27,8 @@ HOT_MODULES: tuple[str, ...] = (
     "server.frontend.replies",
     "server.frontend.relay",
     "server.frontend.eager",
+    "server.commands.client_state",
+    "server.ops.stats",
     "server.store.keyspace",
     "server.store.upstream",
     "server.store.redis",

@@ -36,7 +36,7 @@ from backends.tensor_args import (
     tensorget_format,
     tensorget_reply,
 )
-from server.protocol.reply import OK, Raw
+from server.protocol.reply import OK, Raw, array_header, bulk_header, integer_reply
 
 if TYPE_CHECKING:
     from server.commands.context import Client
@@ -134,11 +134,15 @@ def meta_blob_reply(raw: bytes) -> Raw | None:
     if header.dtype == "STRING" or not DTYPES[header.dtype].canonical:
         return None
     dtype = header.dtype.encode()
-    dims = b"".join(b":%d\r\n" % dim for dim in header.shape)
-    size = len(raw) - header.data_offset
-    head = b"*6\r\n$5\r\ndtype\r\n$%d\r\n%s\r\n$5\r\nshape\r\n*%d\r\n%s$4\r\nblob\r\n$%d\r\n" % (
-        len(dtype), dtype, len(header.shape), dims, size)
-    return Raw(b"".join((head, memoryview(raw)[header.data_offset:], b"\r\n")))
+    parts: list[bytes | memoryview] = [b"*6\r\n$5\r\ndtype\r\n", bulk_header(len(dtype)), dtype,
+                                       b"\r\n$5\r\nshape\r\n", array_header(len(header.shape))]
+    for dim in header.shape:  # one join of prebuilt parts (a generator in a join is an object resumed per dim)
+        parts.append(integer_reply(dim))
+    parts.append(b"$4\r\nblob\r\n")
+    parts.append(bulk_header(len(raw) - header.data_offset))
+    parts.append(memoryview(raw)[header.data_offset:])
+    parts.append(b"\r\n")
+    return Raw(b"".join(parts))
 
 
 def format_or_error(argv: list[bytes]) -> TensorGetFormat | AIError:

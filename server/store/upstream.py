@@ -19,14 +19,11 @@ import hiredis
 
 from backends.errors import AIError
 from server.protocol.framer import ReplyFramer
+from server.protocol.reply import array_header, bulk_header
 
 _NEED_MORE: Final = object()
 
 
-# the RESP headers of small arrays and bulk strings, made once: %-formatting one cost ~70 ns, and a model run's
-# checked write has a dozen arguments
-_ARRAY_HEADERS: Final = tuple(b"*%d\r\n" % count for count in range(64))
-_BULK_HEADERS: Final = tuple(b"$%d\r\n" % size for size in range(1024))
 _BULK_AFTER_ONE: Final = tuple(b"\r\n$%d\r\n" % size for size in range(1024))  # the CRLF ending the previous one
 
 
@@ -35,14 +32,14 @@ def pack_command(argv: list[bytes]) -> bytes:
     needs are added, and ~25x slower for a 1 MiB one. Each header carries the CRLF that ends the argument
     before it: two parts an argument, not three (the join's per-part cost: ~30% of a checked write's pack)."""
     count = len(argv)
-    parts = [_ARRAY_HEADERS[count] if count < 64 else b"*%d\r\n" % count]
+    parts = [array_header(count)]
     after_one = False
     for arg in argv:
         size = len(arg)
-        if size < 1024:
-            parts.append(_BULK_AFTER_ONE[size] if after_one else _BULK_HEADERS[size])
+        if not after_one:
+            parts.append(bulk_header(size))
         else:
-            parts.append((b"\r\n$%d\r\n" if after_one else b"$%d\r\n") % size)
+            parts.append(_BULK_AFTER_ONE[size] if size < 1024 else b"\r\n$%d\r\n" % size)
         parts.append(arg)
         after_one = True
     if after_one:

@@ -10,7 +10,7 @@ import pytest
 
 from backends.errors import AIError, ProtocolError
 from server.protocol.framer import ReplyFramer
-from server.protocol.reply import NULL_ARRAY, Push, Status, Verbatim, encode
+from server.protocol.reply import NULL_ARRAY, OK, PONG, Push, Status, Verbatim, encode
 from server.protocol.request import Limits, RequestParser, parse_strict_int, split_inline_args
 from server.store.upstream import pack_command
 
@@ -133,6 +133,16 @@ def test_strict_int() -> None:
     ("value", "resp2", "resp3"),
     [
         (Status("OK"), b"+OK\r\n", b"+OK\r\n"),
+        (OK, b"+OK\r\n", b"+OK\r\n"),
+        (PONG, b"+PONG\r\n", b"+PONG\r\n"),
+        (Status("QUEUED"), b"+QUEUED\r\n", b"+QUEUED\r\n"),
+        (-3, b":-3\r\n", b":-3\r\n"),
+        (1023, b":1023\r\n", b":1023\r\n"),
+        (1024, b":1024\r\n", b":1024\r\n"),
+        (b"x" * 1023, b"$1023\r\n" + b"x" * 1023 + b"\r\n", b"$1023\r\n" + b"x" * 1023 + b"\r\n"),
+        (b"x" * 1024, b"$1024\r\n" + b"x" * 1024 + b"\r\n", b"$1024\r\n" + b"x" * 1024 + b"\r\n"),
+        ([0] * 63, b"*63\r\n" + b":0\r\n" * 63, b"*63\r\n" + b":0\r\n" * 63),
+        ([0] * 64, b"*64\r\n" + b":0\r\n" * 64, b"*64\r\n" + b":0\r\n" * 64),
         (b"ab", b"$2\r\nab\r\n", b"$2\r\nab\r\n"),
         ("é", b"$2\r\n\xc3\xa9\r\n", b"$2\r\n\xc3\xa9\r\n"),
         (7, b":7\r\n", b":7\r\n"),
