@@ -78,7 +78,7 @@ def array_header(count: int) -> bytes:
 
 def bulk_header(size: int) -> bytes:
     """``$size\r\n``."""
-    return _BULKS[size] if size < 1024 else b"$%d\r\n" % size
+    return _BULKS[size] if 0 <= size < 1024 else b"$%d\r\n" % size
 
 
 def integer_reply(number: int) -> bytes:
