@@ -34,7 +34,7 @@ from typing import Any, Final
 from backends import errors as msgs
 from backends.errors import AIError
 from server.store.cache import DatabaseCache, TrackedCache, TrackingRefused
-from server.store.cluster_keys import SLOTS, key_slot
+from server.store.cluster_keys import SLOTS
 from server.store.cluster_link import ClusterLink
 from server.store.cluster_state import ClusterState, is_redirect
 from server.store.cluster_watch import Watched
@@ -67,7 +67,7 @@ class ClusterCache(TrackedCache):
     def _number(self, key: bytes) -> int:
         """The number of the primary serving ``key`` now (UNROUTED when none does); remembered per slot until the
         map changes (several lookups a request: the reads, the write's forget and note)."""
-        slot = key_slot(key)
+        slot = self._cluster.tags.slot(key)
         number = self._slot_numbers[slot]
         if number == UNKNOWN:
             number = self._slot_numbers[slot] = self._look_up(slot)
@@ -84,6 +84,19 @@ class ClusterCache(TrackedCache):
             number = self._numbers[where] = len(self._numbers)
             self._nodes[number] = address
         return number
+
+    def held(self, db: int, commands: Sequence[tuple[bytes, ...]], hits: list[bool] | None = None) -> list[Any] | None:
+        """Every reply from the cache of the node that serves their keys, when they all share one node and it
+        holds them all, up to date (the keyspace's ``read_through`` asks this first: no coroutine); else None."""
+        if not commands:
+            return None
+        number = self._number(commands[0][1])
+        if number == UNROUTED:
+            return None
+        for i in range(1, len(commands)):
+            if self._number(commands[i][1]) != number:
+                return None
+        return TrackedCache.held(self, number, commands, hits)
 
     async def read_many(self, db: int, commands: Sequence[tuple[bytes, ...]],
                         hits: list[bool] | None = None) -> list[Any]:

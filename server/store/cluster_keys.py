@@ -32,6 +32,8 @@ class CrossSlot(AIError):
 _crc_hqx: Final = binascii.crc_hqx  # a static when compiled: no lookup on the module per key
 _OPEN: Final = ord("{")
 _CLOSE: Final = ord("}")
+MEMO_KEYS: Final = 1024  # keys whose slot SlotTags remembers (then it starts over)
+MEMO_KEY_BYTES: Final = 128  # longer keys are not remembered (their CRC dominates; no large key is held)
 
 
 def key_slot(key: bytes) -> int:
@@ -65,8 +67,9 @@ def common_slot(keys: Sequence[bytes]) -> int | None:
 
 
 class SlotTags:
-    """A short brace-free hash tag for every slot, so a key derived from another (a model's AI.INFO counters)
-    can be put in the same slot whatever the original key looks like: ``b"{" + tags.of(slot) + b"}" + …``."""
+    """What a cluster's server knows of slots: a short brace-free hash tag for every slot, so a key derived from
+    another (a model's AI.INFO counters) can be put in the same slot whatever the original key looks like
+    (``b"{" + tags.of(slot) + b"}" + …``); and the slots of the keys it saw lately (``slot``)."""
 
     def __init__(self) -> None:
         found: dict[int, bytes] = {}
@@ -76,9 +79,35 @@ class SlotTags:
             found.setdefault(_crc_hqx(tag, 0) & (SLOTS - 1), tag)
             number += 1
         self._tags = tuple(found[slot] for slot in range(SLOTS))
+        self._slots: dict[bytes, int] = {}
 
     def of(self, slot: int) -> bytes:
         return self._tags[slot]
+
+    def slot(self, key: bytes) -> int:
+        """``key_slot(key)``, remembered for keys of up to ``MEMO_KEY_BYTES``: a run over a cluster asks for
+        the slots of its few keys a dozen times (routing, the write's grouping, the cache), each time as a new
+        bytes object of the same value. A lookup hashes the key (~1.5 instructions a byte, once per object)
+        where ``key_slot`` costs ~700 a call. At most ``MEMO_KEYS`` keys, then the memo starts over."""
+        found = self._slots.get(key)
+        if found is not None:
+            return found
+        slot = key_slot(key)
+        if len(key) <= MEMO_KEY_BYTES:
+            if len(self._slots) >= MEMO_KEYS:
+                self._slots.clear()
+            self._slots[key] = slot
+        return slot
+
+    def common(self, keys: Sequence[bytes]) -> int | None:
+        """``common_slot(keys)`` by ``slot``: None when there are none; CrossSlot when they spread."""
+        if not keys:
+            return None
+        slot = self.slot(keys[0])
+        for i in range(1, len(keys)):
+            if self.slot(keys[i]) != slot:
+                raise CrossSlot()
+        return slot
 
 
 @dataclass(frozen=True, slots=True)

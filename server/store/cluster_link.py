@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from backends import errors as msgs
 from backends.errors import AIError
-from server.store.cluster_keys import CrossSlot, common_slot, key_slot
+from server.store.cluster_keys import CrossSlot, common_slot
 from server.store.cluster_state import ClusterState, is_redirect, is_retry_later, redirect_target
 from server.store.keyspace import StoreLink
 from server.store.upstream import StoreAddress
@@ -25,6 +25,9 @@ TRYAGAIN_PAUSE_S: Final = 0.02
 SPREAD: Final = -1  # not a slot: commands for several slots (or a key error), sent the general way
 
 Unit = list[int]  # indices into the caller's commands that must run together on one node
+# each node's units (and whether each goes after ASKING), in the order the nodes first came: a request has one
+# to three, found by identity first (no address hashed per request)
+Batches = list[tuple[StoreAddress, list[tuple[Unit, bool]]]]
 
 
 class ClusterLink:
@@ -40,9 +43,19 @@ class ClusterLink:
     async def pipeline(self, commands: list[list[bytes]]) -> list[Any]:
         slots = [self._slot(argv) for argv in commands]
         common = _common(slots)
-        if common != SPREAD:
-            replies = await self._one_node(commands, common)
-            if replies is not None:
+        if common != SPREAD:  # the common case: every command for one slot (or keyless): no routing tables
+            address = self._live_node(common)
+            if address is not None:  # (here, not in a coroutine of its own: one generator less per request)
+                link = self._cluster.link(address)
+                try:
+                    replies = await link.submit(commands)
+                except AIError as exc:
+                    self._cluster.request_refresh()
+                    return [exc] * len(commands)
+                if _any_error(replies):  # a redirect or error reply continues the general way from this send
+                    sent: Batches = [(address, [(unit, False) for unit in _units(commands)])]
+                    self._deliver(address, commands, sent[0][1], list(replies), replies)
+                    await self._follow(commands, sent, replies, sent=True)
                 return replies
         replies = [None] * len(commands)
         pending = self._route(slots, _units(commands), replies)
@@ -51,47 +64,37 @@ class ClusterLink:
 
     def _slot(self, argv: list[bytes]) -> int | AIError | None:
         try:
+            tags = self._cluster.tags
+            if len(argv) > 1 and (argv[0] == b"GET" or argv[0] == b"HMGET"):  # our reads: the key, then fields
+                return tags.slot(argv[1])
             if len(argv) > 3 and argv[0] == b"EVALSHA":  # our scripts: the keys follow their count (no key-spec lookup)
                 if argv[2] == b"1":
-                    return key_slot(argv[3])
+                    return tags.slot(argv[3])
                 count = int(argv[2]) if argv[2].isdigit() else -1
                 if 0 <= count <= len(argv) - 3:
-                    return common_slot(argv[3 : 3 + count])
+                    return tags.common(argv[3 : 3 + count])
             return self._cluster.keys.slot(argv)
         except CrossSlot as exc:
             return exc
 
-    async def _one_node(self, commands: list[list[bytes]], slot: int | AIError | None) -> list[Any] | None:
-        """The common case — every command for one slot (or keyless), the node connected — with no routing
-        tables; None: not sent (the slot unserved, or the node not connected yet): go the general way. A
-        redirect or error reply continues there from this send."""
+    def _live_node(self, slot: int | None) -> StoreAddress | None:
+        """The primary of ``slot`` (None: keyless) when its link is connected; None: the slot unserved, or the
+        node not connected yet — the general way then (it connects, or names the slot in its error)."""
         try:
-            address = self._cluster.primary_for(slot if isinstance(slot, int) else None)
+            address = self._cluster.primary_for(slot)
         except AIError:
             return None
-        link = self._cluster.link(address)
-        if not link.connected:
-            return None
-        try:
-            replies = await link.submit(commands)
-        except AIError as exc:
-            self._cluster.request_refresh()
-            return [exc] * len(commands)
-        if any(isinstance(reply, AIError) for reply in replies):
-            sent = {address: [(unit, False) for unit in _units(commands)]}
-            self._deliver(address, commands, sent[address], list(replies), replies)
-            await self._follow(commands, sent, replies, sent=True)
-        return replies
+        return address if self._cluster.link(address).connected else None
 
-    async def _follow(self, commands: list[list[bytes]], pending: dict[StoreAddress, list[tuple[Unit, bool]]],
-                      replies: list[Any], sent: bool = False) -> None:
+    async def _follow(self, commands: list[list[bytes]], pending: Batches, replies: list[Any],
+                      sent: bool = False) -> None:
         """Send ``pending`` (unless already ``sent``), then follow MOVED / ASK / TRYAGAIN a few times."""
         for attempt in range(MAX_REDIRECTS + 1):
             if not pending:
                 break
             if not sent:
                 await self._send_all(commands, pending, replies)
-                if not any(isinstance(reply, AIError) for reply in replies):
+                if not _any_error(replies):
                     return
             sent = False
             pending, moved, later = self._redirected(pending, replies, final=attempt == MAX_REDIRECTS)
@@ -100,9 +103,8 @@ class ClusterLink:
             elif later:
                 await asyncio.sleep(TRYAGAIN_PAUSE_S)
 
-    def _route(self, slots: list[int | AIError | None], units: list[Unit],
-               replies: list[Any]) -> dict[StoreAddress, list[tuple[Unit, bool]]]:
-        by_node: dict[StoreAddress, list[tuple[Unit, bool]]] = {}
+    def _route(self, slots: list[int | AIError | None], units: list[Unit], replies: list[Any]) -> Batches:
+        by_node: Batches = []
         for unit in units:
             try:
                 address = self._cluster.primary_for(_unit_slot([slots[i] for i in unit]))
@@ -110,24 +112,19 @@ class ClusterLink:
                 for i in unit:
                     replies[i] = exc
                 continue
-            by_node.setdefault(address, []).append((unit, False))
+            _add(by_node, address, (unit, False), False)
         return by_node
 
-    async def _send_all(self, commands: list[list[bytes]], pending: dict[StoreAddress, list[tuple[Unit, bool]]],
-                        replies: list[Any]) -> None:
-        """Every node's batch is queued first (on a live link: at once, no Task), then each is awaited: the
-        round trips overlap, and the loop writes all of them in the same iteration."""
+    async def _send_all(self, commands: list[list[bytes]], pending: Batches, replies: list[Any]) -> None:
+        """Every node's batch is queued first (on a live link: at once, no Task), then each is awaited in turn:
+        the round trips overlap, the loop writes all of them in the same iteration, and replies that came in
+        together cost one wake-up (a later node's future is done by the time the first one's wakes us)."""
         in_flight = []
-        live = []  # (not a comprehension over in_flight: a starred target builds a tuple and a list per item)
-        for address, units in pending.items():
+        for address, units in pending:
             batch = _batch(commands, units)
             link = self._cluster.link(address)
             future = link.submit(batch) if link.connected else None
-            if future is not None:
-                live.append(future)
             in_flight.append((address, units, batch, future))
-        if len(live) > 1:
-            await _all_done(live)  # one wake-up for all of them, not one per node
         for address, units, batch, future in in_flight:
             try:
                 answers = await (future if future is not None else self._cluster.link(address).pipeline(batch))
@@ -157,23 +154,22 @@ class ClusterLink:
             return AIError(msgs.NODE_UNSERVED_FMT.format(slot=slot, node=f"{address.host}:{address.port}"))
         return reply
 
-    def _redirected(self, sent: dict[StoreAddress, list[tuple[Unit, bool]]], replies: list[Any],
-                    final: bool) -> tuple[dict[StoreAddress, list[tuple[Unit, bool]]], bool, bool]:
+    def _redirected(self, sent: Batches, replies: list[Any], final: bool) -> tuple[Batches, bool, bool]:
         """The units to send again, and where (MOVED/ASK: to the node named, TRYAGAIN: to the same one); and
         whether a MOVED came (read the map first) or a TRYAGAIN (wait a little)."""
-        again: dict[StoreAddress, list[tuple[Unit, bool]]] = {}
+        again: Batches = []
         moved = later = False
-        for address, units in sent.items():
+        for address, units in sent:
             for unit, _asking in units:
                 redirect = next((replies[i] for i in unit if is_redirect(replies[i])), None)
                 if redirect is not None and not final:
                     kind, where, asking = redirect_target(redirect.message, address)
                     moved = moved or kind == "MOVED"
                     if where is not None:
-                        again.setdefault(self._cluster.address(where), []).append((unit, asking))
+                        _add(again, self._cluster.address(where), (unit, asking), True)
                 elif any(is_retry_later(replies[i]) for i in unit) and not final:
                     later = True
-                    again.setdefault(address, []).append((unit, False))
+                    _add(again, address, (unit, False), True)
         return again, moved, later
 
 
@@ -189,6 +185,14 @@ def _common(slots: list[int | AIError | None]) -> int | None:
     return found
 
 
+def _any_error(replies: list[Any]) -> bool:
+    """Whether any reply is an error (an index loop: ``any`` of a generator builds one per call)."""
+    for i in range(len(replies)):
+        if isinstance(replies[i], AIError):
+            return True
+    return False
+
+
 def _unit_slot(slots: list[int | AIError | None]) -> int | None:
     """The one slot of a unit's commands (None: all keyless); their CROSSSLOT, or a new one across them."""
     common = _common(slots)
@@ -197,19 +201,14 @@ def _unit_slot(slots: list[int | AIError | None]) -> int | None:
     raise next((slot for slot in slots if isinstance(slot, AIError)), CrossSlot())
 
 
-def _all_done(futures: list[asyncio.Future[list[Any]]]) -> asyncio.Future[None]:
-    """A future done once every one of ``futures`` is (their results stay theirs to read)."""
-    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    left = [len(futures)]
-
-    def one_done(_future: asyncio.Future[list[Any]]) -> None:
-        left[0] -= 1
-        if not left[0] and not done.done():
-            done.set_result(None)
-
-    for future in futures:
-        future.add_done_callback(one_done)
-    return done
+def _add(batches: Batches, address: StoreAddress, unit: tuple[Unit, bool], equal_too: bool) -> None:
+    """``unit`` into ``address``'s batch, or a new one. The map's addresses are one object per node; a
+    redirect's are made from its text (``equal_too``: compare their fields too)."""
+    for node, units in batches:
+        if node is address or (equal_too and node == address):
+            units.append(unit)
+            return
+    batches.append((address, [unit]))
 
 
 def _batch(commands: list[list[bytes]], units: list[tuple[Unit, bool]]) -> list[list[bytes]]:
@@ -226,8 +225,8 @@ def _units(commands: Sequence[Sequence[bytes]]) -> list[Unit]:
     """Each command alone, except MULTI … EXEC/DISCARD, which stays together."""
     units: list[Unit] = []
     block: Unit | None = None
-    for i, argv in enumerate(commands):
-        name = argv[0].upper() if argv else b""
+    for i in range(len(commands)):
+        name = _block_word(commands[i])
         if block is not None:
             block.append(i)
             if name in (b"EXEC", b"DISCARD"):
@@ -240,3 +239,15 @@ def _units(commands: Sequence[Sequence[bytes]]) -> list[Unit]:
     if block is not None:
         units.append(block)
     return units
+
+
+def _block_word(argv: Sequence[bytes]) -> bytes:
+    """The command's name in upper case when it may be MULTI, EXEC or DISCARD, else b"" (no ``upper()`` for the
+    rest: our own EVALSHA and GET, most of all)."""
+    if not argv:
+        return b""
+    name = argv[0]
+    size = len(name)
+    if (size != 4 and size != 5 and size != 7) or name == b"EVALSHA":
+        return b""
+    return name.upper()

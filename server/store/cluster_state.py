@@ -27,6 +27,7 @@ from server.store.upstream import StoreAddress
 REFRESH_GAP_S: Final = 0.05  # at most one topology read per 50 ms: a failover's burst of errors costs a few
 REFRESH_EVERY_S: Final = 5.0  # and one every 5 s regardless: a primary that hangs (no error, no MOVED) is noticed
 TOPOLOGY_TIMEOUT_S: Final = 2.0  # a node that does not answer the map query within this is skipped
+LINK_MEMO_SIZE: Final = 256  # address objects whose link is known by identity, before that memo starts over
 
 
 def redirect_target(message: str, sender: StoreAddress) -> tuple[str, StoreAddress | None, bool]:
@@ -54,6 +55,9 @@ class ClusterState:
         self.keys = KeyFinder({})
         self._tags: SlotTags | None = None
         self._links: dict[tuple[str, int], RedisLink] = {}
+        # each address object's link, by its identity (a request asks for several: no tuple built and hashed);
+        # the entry holds the address, so its id is not reused while it stands
+        self._link_of: dict[int, tuple[StoreAddress, RedisLink]] = {}
         self._relays: dict[tuple[str, int], SharedRelay] = {}
         self._refresh: asyncio.Task[None] | None = None
         self._periodic: asyncio.Task[None] | None = None
@@ -93,10 +97,18 @@ class ClusterState:
         return found
 
     def link(self, address: StoreAddress) -> RedisLink:
+        """The pipelined link to the node at ``address`` (made on first use, kept: it reconnects by itself)."""
+        known = self._link_of.get(id(address))
+        if known is not None and known[0] is address:
+            return known[1]
         where = (address.host, address.port)
-        if where not in self._links:
-            self._links[where] = RedisLink(self.address(address), 0)
-        return self._links[where]
+        found = self._links.get(where)
+        if found is None:
+            found = self._links[where] = RedisLink(self.address(address), 0)
+        if len(self._link_of) >= LINK_MEMO_SIZE:  # redirects' and refreshes' addresses: bounded
+            self._link_of.clear()
+        self._link_of[id(address)] = (address, found)
+        return found
 
     def relay(self, address: StoreAddress) -> SharedRelay:
         where = (address.host, address.port)
@@ -161,8 +173,8 @@ class ClusterState:
                 problems.append(f"{address.host}:{address.port}: no answer within {TOPOLOGY_TIMEOUT_S:g}s")
                 continue
             if topology.primaries:
-                changed, self.topology = topology != self.topology, topology
-                if changed:
+                if topology != self.topology:  # the same map keeps its objects (and their links known by identity)
+                    self.topology = topology
                     for callback in self._on_change:
                         callback()
                 return

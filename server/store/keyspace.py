@@ -10,17 +10,16 @@ worker threads hand their store requests to the loop.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Awaitable, Sequence
+from typing import Any, Protocol
 
 from backends import errors as msgs
 from backends.errors import AIError, raise_if_unavailable
 from server.store.atomic import SCRIPTS, STATS_PREFIX, ScriptCall, StoreScript, set_tensors_call, stats_key
 from server.store.cache import TrackedCache, TrackingRefused
-from server.store.cluster_keys import SlotTags, key_slot
+from server.store.cluster_keys import SlotTags
 
 Arg = bytes | str | int | float | memoryview
-T = TypeVar("T")
 
 
 class StoreLink(Protocol):
@@ -66,7 +65,7 @@ class Keyspace:
         there), so an object and its counters are written in one atomic script."""
         if self._tags is None:
             return stats_key(key)
-        return STATS_PREFIX + b"{" + self._tags.of(key_slot(key)) + b"}" + key
+        return STATS_PREFIX + b"{" + self._tags.of(self._tags.slot(key)) + b"}" + key
 
     def object_of_stats(self, name: bytes) -> bytes:
         """The object key whose counters are at ``name`` (the inverse of ``stats_key``)."""
@@ -213,12 +212,19 @@ class Keyspace:
         all share one slot, whose write script checks them on its shard, atomically)."""
         if not self.caching:
             return False
-        if self._tags is None:
+        tags = self._tags
+        if tags is None:
             return True
         if not outputs:
             return False
-        slot = key_slot(outputs[0])  # (any/all of a generator compile to loops; a (*a, *b) tuple would not)
-        return all(key_slot(key) == slot for key in inputs) and all(key_slot(key) == slot for key in outputs)
+        slot = tags.slot(outputs[0])  # (index loops: no slice of outputs, and each slot computed once)
+        for i in range(1, len(outputs)):
+            if tags.slot(outputs[i]) != slot:
+                return False
+        for i in range(len(inputs)):
+            if tags.slot(inputs[i]) != slot:
+                return False
+        return True
 
     def _tensor_writes(self, keys: Sequence[bytes], values: list[bytes], empty_is_free: bool,
                        checked: Sequence[tuple[bytes, str]],
@@ -227,17 +233,21 @@ class Keyspace:
         """One SET_TENSORS call, the AI.INFO ``counters`` (RECORD_RUN calls) made inside it — or, on a cluster,
         one per slot of the keys, each atomic on its shard. The (key, digest) pairs ``checked`` and the cached
         ``inputs`` ride with the keys of their slot; checks in a slot with no output are made on their own shard
-        in the same round trip (``_checks_alone``). On a cluster the counters go in the call only when they too
-        are in its one slot. The calls, and whether the counters are in them (else the caller sends them)."""
-        if self._tags is None:
+        in the same round trip (a SET_TENSORS with no tensor). On a cluster the counters go into the call of
+        their slot when there is one (a model's counters live in its slot: with its digest check, when its
+        outputs are elsewhere). The calls, and whether the counters are in them (else the caller sends them)."""
+        tags = self._tags
+        if tags is None:
             return [set_tensors_call(keys, values, empty_is_free, checked, inputs, counters)], True
-        key_slots = [key_slot(key) for key in keys]
-        checked_in = [key_slot(pair[0]) for pair in checked]
-        inputs_in = [key_slot(pair[0]) for pair in inputs]
+        key_slots = [tags.slot(key) for key in keys]
+        checked_in = [tags.slot(pair[0]) for pair in checked]
+        inputs_in = [tags.slot(pair[0]) for pair in inputs]
+        counters_in = [tags.slot(call[1][0]) for call in counters]
         if key_slots and _all_equal(key_slots, checked_in, inputs_in):  # one slot (AI.TENSORSET …): one call
-            inside = _all_equal(key_slots, [key_slot(call[1][0]) for call in counters])
+            inside = _all_equal(key_slots, counters_in)
             return [set_tensors_call(keys, values, empty_is_free, checked, inputs, counters if inside else ())], inside
-        return _per_slot_writes(keys, values, key_slots, checked, checked_in, inputs, inputs_in, empty_is_free), False
+        return _per_slot_writes(keys, values, key_slots, checked, checked_in, inputs, inputs_in, counters,
+                                counters_in, empty_is_free)
 
     async def write_atomic(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
         """Run ``commands`` as one MULTI/EXEC transaction in one round trip; return EXEC's replies."""
@@ -258,66 +268,52 @@ class Keyspace:
         return list(result)
 
 
-# one slot's part of a write: its tensor keys and values, and the (key, digest) checks and cached inputs there
-_SlotWrite = tuple[list[bytes], list[bytes], list[tuple[bytes, str]], list[tuple[bytes, bytes]]]
+# one slot's part of a write: its tensor keys and values, the (key, digest) checks, cached inputs and AI.INFO
+# counters there
+_SlotWrite = tuple[list[bytes], list[bytes], list[tuple[bytes, str]], list[tuple[bytes, bytes]], list[ScriptCall]]
 
 
 def _per_slot_writes(keys: Sequence[bytes], values: list[bytes], key_slots: list[int],
                      checked: Sequence[tuple[bytes, str]], checked_in: list[int],
                      inputs: Sequence[tuple[bytes, bytes]], inputs_in: list[int],
-                     empty_is_free: bool) -> list[ScriptCall]:
-    """One SET_TENSORS per slot of the keys (each given its slot), its checks and cached inputs with it; checks
-    in a slot with no key, alone on their shard."""
+                     counters: Sequence[ScriptCall], counters_in: list[int],
+                     empty_is_free: bool) -> tuple[list[ScriptCall], bool]:
+    """One SET_TENSORS per slot (each item given its slot): its keys, with the checks and cached inputs of that
+    slot; a slot with checks and no key gets a SET_TENSORS with no tensor, which only checks, on the shard that
+    holds them, alongside the outputs' writes on the others (docs/deployment.md, "Redis Cluster": what a
+    STALEMODEL there means for those writes). The counters go into their slots' calls when every one has a
+    call (whether they did is returned); the counters are added whatever the checks find, as beside them."""
     groups: dict[int, _SlotWrite] = {}
-    for i, key in enumerate(keys):  # indices, not zip(..., strict=True): a call with a keyword, compiled
-        slot = key_slots[i]
-        group = groups.get(slot)
-        if group is None:
-            group = groups[slot] = ([], [], [], [])
-        group[0].append(key)
+    for i in range(len(keys)):  # index loops: compiled, where zip(..., strict=True) is a call with a keyword
+        group = _slot_write(groups, key_slots[i])
+        group[0].append(keys[i])
         group[1].append(values[i])
-    lone_checked = _attach(groups, checked, checked_in, lambda group: group[2])
-    lone_inputs = _attach(groups, inputs, inputs_in, lambda group: group[3])
-    calls = [set_tensors_call(slot_keys, slot_values, empty_is_free, slot_checked, slot_inputs)
-             for slot_keys, slot_values, slot_checked, slot_inputs in groups.values()]
-    if lone_checked or lone_inputs:
-        calls += _checks_alone(lone_checked, empty_is_free, lone_inputs)
-    return calls
+    for i in range(len(checked)):
+        _slot_write(groups, checked_in[i])[2].append(checked[i])
+    for i in range(len(inputs)):
+        _slot_write(groups, inputs_in[i])[3].append(inputs[i])
+    inside = True
+    for slot in counters_in:
+        inside = inside and slot in groups
+    if inside:
+        for i in range(len(counters)):
+            groups[counters_in[i]][4].append(counters[i])
+    calls = [set_tensors_call(group[0], group[1], empty_is_free, group[2], group[3], group[4])
+             for group in groups.values()]
+    return calls, inside
 
 
-def _attach(groups: dict[int, _SlotWrite], items: Sequence[T], slots: list[int],
-            part: Callable[[_SlotWrite], list[T]]) -> list[tuple[int, T]]:
-    """Each item (given its slot) into ``part`` of its slot's write; those of a slot with none, returned."""
-    lone: list[tuple[int, T]] = []
-    for i, item in enumerate(items):
-        slot = slots[i]
-        group = groups.get(slot)
-        if group is None:
-            lone.append((slot, item))
-        else:
-            part(group).append(item)
-    return lone
+def _slot_write(groups: dict[int, _SlotWrite], slot: int) -> _SlotWrite:
+    group = groups.get(slot)
+    if group is None:
+        group = groups[slot] = ([], [], [], [], [])
+    return group
 
 
 def _all_equal(first: list[int], *more: list[int]) -> bool:
     """Whether every slot in ``first`` (not empty) and ``more`` is the same one."""
     slot = first[0]
     return all(at == slot for at in first) and all(at == slot for slots in more for at in slots)
-
-
-def _checks_alone(checked: Sequence[tuple[int, tuple[bytes, str]]], empty_is_free: bool,
-                  inputs: Sequence[tuple[int, tuple[bytes, bytes]]] = ()) -> list[ScriptCall]:
-    """SET_TENSORS with no tensor, one per slot (each pair comes with its key's slot): only its objects'
-    digests (STALEMODEL when one changed) and cached inputs' values (STALEINPUT) are checked, on the shard that
-    holds them, alongside the outputs' writes on the others (docs/deployment.md, "Redis Cluster": what a
-    STALEMODEL there means for those writes; inputs come here only from a check with no output,
-    ``_inputs_still_current``)."""
-    by_slot: dict[int, tuple[list[tuple[bytes, str]], list[tuple[bytes, bytes]]]] = {}
-    for slot, pair in checked:
-        by_slot.setdefault(slot, ([], []))[0].append(pair)
-    for slot, value in inputs:
-        by_slot.setdefault(slot, ([], []))[1].append(value)
-    return [set_tensors_call([], [], empty_is_free, pairs, values) for pairs, values in by_slot.values()]
 
 
 def _no_script(reply: AIError) -> bool:

@@ -5,11 +5,14 @@ run stale — even with this server's invalidation pushes lost, and even when th
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
 
+from backends.objects import MODEL_META_FIELDS
 from server.config import Config
 from server.store.cluster_keys import key_slot
 from tests.cluster_support import LocalCluster, assign_slot, keys_on_three_shards, owner, served_by
@@ -83,6 +86,54 @@ def test_repeated_runs_over_three_shards_read_the_metadata_from_the_cache(
     """Inputs the output write cannot check atomically (another slot) never come from the cache."""
     assert 4 <= _hits_of_five_runs(servers[0].client(), *layout) <= 5  # the metadata only
     assert key_slot(layout[0].encode()) not in {key_slot(k.encode()) for k in layout[1:]}
+
+
+def test_cached_metadata_is_held_for_a_model_on_any_shard(
+        cluster: LocalCluster, servers: tuple[RunningServer, RunningServer]) -> None:
+    """The keyspace asks the cache's ``held`` first (no coroutine, no round trip): on a cluster it must look in
+    the cache of the node serving each key — it looked in the first node's only, so a model on another shard
+    went the long way every run. Keys of two nodes are not held together (the long way then)."""
+    models = keys_on_three_shards(cluster, "hd")
+    conn = servers[0].client()
+    _inputs(conn, "{hd}a", "{hd}b")
+    for model in models:
+        conn.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
+        _run(conn, model, "{hd}a", "{hd}b", "{hd}c")
+    server = servers[0].server
+    cache = server.ctx.store.cache
+
+    async def held(keys: list[str]) -> list[Any] | None:
+        return cache.held(0, [(b"HMGET", key.encode(), *MODEL_META_FIELDS) for key in keys])
+
+    for model in models:
+        found = asyncio.run_coroutine_threadsafe(held([model]), servers[0].loop).result(10)
+        assert found is not None, model
+        assert found[0] == owner(cluster, model).client().hmget(model, list(MODEL_META_FIELDS)), model
+    assert asyncio.run_coroutine_threadsafe(held(models[:2]), servers[0].loop).result(10) is None
+
+
+def test_a_run_sends_one_script_to_the_models_shard_its_digest_check_and_counters_together(
+        servers: tuple[RunningServer, RunningServer], layout: tuple[str, str, str, str], cluster: LocalCluster) -> None:
+    """The model's slot holds no output: its digest check (a SET_TENSORS with no tensor) carries the run's AI.INFO
+    counters, which live in the model's slot — one EVALSHA on that shard a run, where RECORD_RUN went beside it.
+    The counters still count every run."""
+    model, a, b, c = layout
+    conn = servers[0].client()
+    conn.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
+    _inputs(conn, a, b)
+    _run(conn, model, a, b, c)  # the metadata is cached from here on
+    node = owner(cluster, model).client()
+    with node.monitor() as monitor:
+        _run(conn, model, a, b, c)
+        node.execute_command("ECHO", "done")  # a marker on this node, after the run
+        seen = []
+        for event in monitor.listen():
+            seen.append(event["command"])
+            if event["command"] == "ECHO done":
+                break
+    assert len([command for command in seen if command.startswith("EVALSHA")]) == 1, seen
+    info = conn.execute_command("AI.INFO", model)
+    assert info[info.index(b"calls") + 1] == 2
 
 
 def test_a_model_restored_through_another_server_is_never_run_stale(

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from server.store.cluster_keys import CrossSlot, KeyFinder, SlotTags, common_slot, key_slot
+from server.store.cluster_keys import MEMO_KEY_BYTES, MEMO_KEYS, CrossSlot, KeyFinder, SlotTags, common_slot, key_slot
 from server.store.cluster_topology import parse_slots
 from server.store.upstream import StoreAddress
 
@@ -31,6 +31,16 @@ def test_key_slot_reads_the_hash_tag_as_redis_cluster_does() -> None:
         end = key.find(b"}", start + 1) if start >= 0 else -1
         hashed = key[start + 1 : end] if start >= 0 and end > start + 1 else key
         assert key_slot(key) == binascii.crc_hqx(hashed, 0) % 16384, key
+
+
+def test_key_slot_sums_the_crc_of_every_byte_value() -> None:
+    """Keys of any bytes and length (no hash tag: the whole key is summed), and the check value of the
+    CRC16-XMODEM specification, which Redis Cluster's own test uses."""
+    assert key_slot(b"123456789") == 0x31C3 % 16384
+    rng = random.Random(11)
+    for size in range(0, 300, 7):
+        key = bytes(rng.randrange(256) for _ in range(size)).replace(b"{", b"(")
+        assert key_slot(key) == binascii.crc_hqx(key, 0) % 16384, key
 
 
 def test_common_slot_refuses_keys_of_several_slots() -> None:
@@ -80,3 +90,19 @@ def test_cluster_slots_reply_gives_each_range_its_primary() -> None:
     first, second = topology.primary_of(0), topology.primary_of(16383)
     assert first is not None and second is not None
     assert (first.port, second.port, second.password) == (7000, 7001, "pw") and topology.covered()
+
+
+def test_slot_tags_remember_short_keys_slots_and_start_over_when_full() -> None:
+    """``SlotTags.slot`` answers as ``key_slot`` does, for keys new and remembered; it holds at most MEMO_KEYS
+    keys, none longer than MEMO_KEY_BYTES; ``common`` is ``common_slot`` by it."""
+    tags = SlotTags()
+    rng = random.Random(3)
+    keys = [bytes(rng.choice(b"{}ab") for _ in range(rng.randrange(0, 12))) for _ in range(3 * MEMO_KEYS)]
+    for key in keys + keys[::-1]:
+        assert tags.slot(key) == key_slot(key), key
+    assert 0 < len(tags._slots) <= MEMO_KEYS
+    long_key = b"k" * (MEMO_KEY_BYTES + 1)
+    assert tags.slot(long_key) == key_slot(long_key) and long_key not in tags._slots
+    assert tags.common([b"{t}a", b"{t}b"]) == key_slot(b"t") and tags.common([]) is None
+    with pytest.raises(CrossSlot):
+        tags.common([b"a", b"b"])
