@@ -64,12 +64,13 @@ STAT_FIELDS: Final = (b"calls", b"duration", b"samples", b"errors")
 
 # record(key, at): add ARGV[at + 1 .. at + 4] (calls, duration µs, samples, errors) to the AI.INFO counters at
 # KEYS[key]; only counters that exist count (the object was stored, and not renamed or deleted since):
-# RedisAI keeps run info by the stored name
+# RedisAI keeps run info by the stored name. A count the store refuses (OOM at its maxmemory) is skipped
+# (pcall): in a SET_TENSORS that only checks a model, the run's reply must not turn on its counters
 _RECORD_FN: Final = f"""
 local function record(key, at)
   if redis.call('EXISTS', key) == 0 then return 0 end
   for i, name in ipairs({{{", ".join(f"'{f.decode()}'" for f in STAT_FIELDS)}}}) do
-    if ARGV[at + i] ~= '0' then redis.call('HINCRBY', key, name, ARGV[at + i]) end
+    if ARGV[at + i] ~= '0' then redis.pcall('HINCRBY', key, name, ARGV[at + i]) end
   end
   return 1
 end

@@ -18,6 +18,7 @@ from backends.errors import AIError
 from server.store.cluster_keys import CrossSlot, common_slot
 from server.store.cluster_state import ClusterState, is_redirect, is_retry_later, redirect_target
 from server.store.keyspace import StoreLink
+from server.store.redis import RedisLink
 from server.store.upstream import StoreAddress
 
 MAX_REDIRECTS: Final = 5
@@ -44,9 +45,9 @@ class ClusterLink:
         slots = [self._slot(argv) for argv in commands]
         common = _common(slots)
         if common != SPREAD:  # the common case: every command for one slot (or keyless): no routing tables
-            address = self._live_node(common)
-            if address is not None:  # (here, not in a coroutine of its own: one generator less per request)
-                link = self._cluster.link(address)
+            live = self._live_node(common)
+            if live is not None:  # (here, not in a coroutine of its own: one generator less per request)
+                address, link = live
                 try:
                     replies = await link.submit(commands)
                 except AIError as exc:
@@ -77,14 +78,15 @@ class ClusterLink:
         except CrossSlot as exc:
             return exc
 
-    def _live_node(self, slot: int | None) -> StoreAddress | None:
-        """The primary of ``slot`` (None: keyless) when its link is connected; None: the slot unserved, or the
+    def _live_node(self, slot: int | None) -> tuple[StoreAddress, RedisLink] | None:
+        """The primary of ``slot`` (None: keyless) and its link, when connected; None: the slot unserved, or the
         node not connected yet — the general way then (it connects, or names the slot in its error)."""
         try:
             address = self._cluster.primary_for(slot)
         except AIError:
             return None
-        return address if self._cluster.link(address).connected else None
+        link = self._cluster.link(address)
+        return (address, link) if link.connected else None
 
     async def _follow(self, commands: list[list[bytes]], pending: Batches, replies: list[Any],
                       sent: bool = False) -> None:
