@@ -38,6 +38,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol
 
 import redis
 
@@ -108,16 +109,24 @@ def instructions(tree: Path, command: Command, requests: int, options: tuple[str
         with counted_server(tree, out, options) as (port, pid):
             conn = redis.Redis(port=port, socket_timeout=300)
             prepare(conn)
-            _send(conn, port, command, 200, clients)
-            _control(pid, "-i", "on")
-            _send(conn, port, command, requests, clients)
-            _control(pid, "-i", "off")
-            _control(pid, "-d")
+            counted = count_requests(conn, port, pid, out, command, requests, clients)
             conn.close()
-        return sum(_totals(Path(name)) for name in glob.glob(f"{out}*")) / requests
+        return counted
 
 
-def _send(conn: redis.Redis, port: int, command: Command, requests: int, clients: int) -> None:
+def count_requests(conn: redis.Redis, port: int, pid: int, out: Path, command: Command, requests: int,
+                   clients: int) -> float:
+    """Instructions per request of the process ``pid`` runs under callgrind (dumping to ``out``): 200 requests
+    to warm up, then ``requests`` with its instrumentation on."""
+    send_requests(conn, port, command, 200, clients)
+    callgrind_control(pid, "-i", "on")
+    send_requests(conn, port, command, requests, clients)
+    callgrind_control(pid, "-i", "off")
+    callgrind_control(pid, "-d")
+    return sum(dump_total(Path(name)) for name in glob.glob(f"{out}*")) / requests
+
+
+def send_requests(conn: redis.Redis, port: int, command: Command, requests: int, clients: int) -> None:
     """``requests`` of ``command``: one after another on ``conn``, or from redis-benchmark's ``clients`` (a
     bytes argument, the last, goes through its stdin)."""
     if clients == 1:
@@ -132,11 +141,11 @@ def _send(conn: redis.Redis, port: int, command: Command, requests: int, clients
                    input=blob, capture_output=True, timeout=START_TIMEOUT_S * 2, check=True)
 
 
-def _control(pid: int, *args: str) -> None:
+def callgrind_control(pid: int, *args: str) -> None:
     subprocess.run(["callgrind_control", *args, str(pid)], check=True, capture_output=True, timeout=120)
 
 
-def _totals(dump: Path) -> int:
+def dump_total(dump: Path) -> int:
     """The instruction count of one callgrind dump (its ``totals:`` line)."""
     with dump.open() as lines:
         for line in lines:
@@ -145,17 +154,46 @@ def _totals(dump: Path) -> int:
     return 0
 
 
+class Counter(Protocol):
+    def __call__(self, tree: Path, command: Command, requests: int, clients: int) -> float: ...
+
+
+def our_instructions(tree: Path, command: Command, requests: int, clients: int) -> float:
+    """``instructions`` with no server options: a ``Counter``."""
+    return instructions(tree, command, requests, clients=clients)
+
+
 def trees_side_by_side(trees: list[Path], commands: tuple[tuple[str, Command], ...], requests: int,
-                       clients: int) -> None:
+                       clients: int, count: Counter = our_instructions, whose: str = "our server") -> None:
+    """``count`` of each command in each tree, and each other tree's ratio to the first."""
     rows = []
     for name, command in commands:
-        counts = [instructions(tree, command, requests, clients=clients) for tree in trees]
-        rows.append([name, *(f"{count:,.0f}" for count in counts),
-                     *(f"{count / counts[0]:.2f}" for count in counts[1:])])
+        counts = [count(tree, command, requests, clients) for tree in trees]
+        rows.append([name, *(f"{n:,.0f}" for n in counts), *(f"{n / counts[0]:.2f}" for n in counts[1:])])
     who = "one client" if clients == 1 else f"{clients} redis-benchmark clients"
-    print_table(f"Instructions per request, {who}, our server under callgrind ({requests} requests)",
+    print_table(f"Instructions per request, {who}, {whose} under callgrind ({requests} requests)",
                 ["command", *(str(tree) for tree in trees), *(f"{tree.name} / this tree" for tree in trees[1:])],
                 rows)
+
+
+def arguments(description: str, cluster: bool) -> argparse.Namespace:
+    """The command line of this module (``cluster``: with ``--cluster``) and of bench.store_instructions."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=300, help="requests counted per command")
+    parser.add_argument("--clients", type=int, default=1, help="redis-benchmark connections (1: one redis-py)")
+    parser.add_argument("--tree", action="append", default=[], help="another compiled checkout to measure too")
+    parser.add_argument("--only", action="append", default=[], help="only the commands named so (repeatable)")
+    if cluster:
+        parser.add_argument("--cluster", action="store_true", help="one store node against a 3-primary cluster")
+    return parser.parse_args()
+
+
+def valgrind_missing(program: str) -> bool:
+    """Whether valgrind is missing (then said, and the benchmark skipped)."""
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        print(f"{program}: valgrind is not installed (Debian: apt-get install valgrind); skipped")
+        return True
+    return False
 
 
 def node_and_cluster(tree: Path, commands: tuple[tuple[str, Command], ...], requests: int, clients: int) -> None:
@@ -176,15 +214,8 @@ def node_and_cluster(tree: Path, commands: tuple[tuple[str, Command], ...], requ
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--requests", type=int, default=300, help="requests counted per command")
-    parser.add_argument("--clients", type=int, default=1, help="redis-benchmark connections (1: one redis-py)")
-    parser.add_argument("--tree", action="append", default=[], help="another compiled checkout to measure too")
-    parser.add_argument("--only", action="append", default=[], help="only the commands named so (repeatable)")
-    parser.add_argument("--cluster", action="store_true", help="one store node against a 3-primary cluster")
-    args = parser.parse_args()
-    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
-        print("bench.instructions: valgrind is not installed (Debian: apt-get install valgrind); skipped")
+    args = arguments(__doc__ or "", cluster=True)
+    if valgrind_missing("bench.instructions"):
         return
     here = Path(os.getcwd())
     table = CLUSTER_COMMANDS if args.cluster else COMMANDS

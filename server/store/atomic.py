@@ -43,19 +43,21 @@ def _lua_bytes(data: bytes) -> str:
 
 _WRONGTYPE: Final = f"redis.error_reply('{msgs.WRONGTYPE_MSG}')"
 
-# Same rule as backends.tensor.looks_like_tensor: missing, empty, or a string that starts with our header.
+# Same rule as backends.tensor.looks_like_tensor: missing, empty, or a string that starts with our header. One
+# GETRANGE answers most of it (a key of another type: its WRONGTYPE error, caught by pcall; EXISTS only for an
+# empty answer where an empty string is not free), and the dtype codes are a string constant, so a call builds
+# no table: every command and table a script makes costs the store ~1-5k instructions a call (docs/performance.md)
+_DTYPE_CODES: Final = "".join("1" if code in DTYPES_BY_CODE else "0" for code in range(256))
 _TENSOR_OR_FREE: Final = f"""
-local codes = {{{", ".join(f"[{code}]=true" for code in sorted(DTYPES_BY_CODE))}}}
 local function tensor_or_free(key, empty_is_free)
-  local kind = redis.call('TYPE', key)['ok']
-  if kind == 'none' then return true end
-  if kind ~= 'string' then return false end
-  local head = redis.call('GETRANGE', key, 0, {HEADER_SIZE - 1})
-  if #head == 0 then return empty_is_free end
+  local head = redis.pcall('GETRANGE', key, 0, {HEADER_SIZE - 1})
+  if type(head) ~= 'string' then return false end
+  if #head == 0 then return empty_is_free or redis.call('EXISTS', key) == 0 end
   if #head < {HEADER_SIZE} or string.sub(head, 1, 5) ~= {_lua_bytes(MAGIC + bytes([FORMAT_VERSION]))} then
     return false
   end
-  return codes[string.byte(head, 6)] == true and string.byte(head, 7) + 256 * string.byte(head, 8) <= {MAX_DIMS}
+  return string.byte('{_DTYPE_CODES}', string.byte(head, 6) + 1) == 49
+    and string.byte(head, 7) + 256 * string.byte(head, 8) <= {MAX_DIMS}
 end
 """
 
@@ -66,15 +68,9 @@ STAT_FIELDS: Final = (b"calls", b"duration", b"samples", b"errors")
 # KEYS[key]; only counters that exist count (the object was stored, and not renamed or deleted since):
 # RedisAI keeps run info by the stored name. A count the store refuses (OOM at its maxmemory) is skipped
 # (pcall): in a SET_TENSORS that only checks a model, the run's reply must not turn on its counters
-_RECORD_FN: Final = f"""
-local function record(key, at)
-  if redis.call('EXISTS', key) == 0 then return 0 end
-  for i, name in ipairs({{{", ".join(f"'{f.decode()}'" for f in STAT_FIELDS)}}}) do
-    if ARGV[at + i] ~= '0' then redis.pcall('HINCRBY', key, name, ARGV[at + i]) end
-  end
-  return 1
-end
-"""
+_RECORD_FN: Final = "local function record(key, at)\n  if redis.call('EXISTS', key) == 0 then return 0 end\n" + "".join(
+    f"  if ARGV[at + {i}] ~= '0' then redis.pcall('HINCRBY', key, '{name.decode()}', ARGV[at + {i}]) end\n"
+    for i, name in enumerate(STAT_FIELDS, start=1)) + "  return 1\nend\n"
 
 STALE_MODEL: Final = "STALEMODEL the model changed while it ran"
 STALE_INPUT: Final = "STALEINPUT an input changed while the model ran"
@@ -83,21 +79,17 @@ STALE_PREFIXES: Final = ("STALEMODEL", "STALEINPUT")
 
 SET_TENSORS: Final = StoreScript("set_tensors", (_TENSOR_OR_FREE + _RECORD_FN + f"""
 local empty_is_free = ARGV[1] == '1'
-local digests = {{}}
-for digest in string.gmatch(ARGV[2], '%S+') do digests[#digests + 1] = digest end
-local inputs = tonumber(ARGV[3])
-local counters = tonumber(ARGV[4])
-local outputs = #KEYS - #digests - inputs - counters
+local checks, inputs, counters = #ARGV[2], #ARGV[3], #ARGV[4]
+local outputs = #KEYS - checks - inputs - counters
 local numbers = #ARGV - 4 * counters
 for i = 1, counters do record(KEYS[#KEYS - counters + i], numbers + 4 * (i - 1)) end
-for i, digest in ipairs(digests) do
-  local key = KEYS[outputs + i]
-  if redis.call('TYPE', key)['ok'] ~= 'hash' or redis.call('HGET', key, 'digest') ~= digest then
+for i = 1, checks do
+  if redis.pcall('HGET', KEYS[outputs + i], 'digest') ~= ARGV[4 + outputs + i] then
     return redis.error_reply('{STALE_MODEL}')
   end
 end
 for i = 1, inputs do
-  if redis.pcall('GET', KEYS[outputs + #digests + i]) ~= ARGV[4 + outputs + i] then
+  if redis.pcall('GET', KEYS[outputs + checks + i]) ~= ARGV[4 + outputs + checks + i] then
     return redis.error_reply('{STALE_INPUT}')
   end
 end
@@ -105,28 +97,30 @@ for i = 1, outputs do
   if not tensor_or_free(KEYS[i], empty_is_free) then return {_WRONGTYPE} end
 end
 for i = 1, outputs do redis.call('SET', KEYS[i], ARGV[i + 4]) end
-return redis.status_reply('OK')
+return 1
 """).encode())
-"""KEYS: tensor keys, then (one per digest in ARGV[2]) the keys of the objects the tensors were computed with
-(a model; a stored graph and its models and scripts), then (ARGV[3] of them) input tensor keys whose values the
-run took from our cache, then (ARGV[4] of them) AI.INFO counter keys. ARGV[1]: '1' when a key holding an empty
-string may be replaced (outputs of a run, as RedisAI's), '0' when that is WRONGTYPE (AI.TENSORSET); ARGV[2]:
-those objects' digests as the run knew them, separated by spaces, or ''; ARGV[3]: how many input keys follow
-the object keys; ARGV[4]: how many counter keys follow them; ARGV[5..]: the encoded tensors, then the input
-values the run used, then four numbers per counter key (calls, duration µs, samples, errors: RECORD_RUN's).
+"""KEYS: tensor keys, then (ARGV[2] of them) the keys of the objects the tensors were computed with (a model; a
+stored graph and its models and scripts), then (ARGV[3] of them) input tensor keys whose values the run took
+from our cache, then (ARGV[4] of them) AI.INFO counter keys. ARGV[1]: '1' when a key holding an empty string
+may be replaced (outputs of a run, as RedisAI's), '0' when that is WRONGTYPE (AI.TENSORSET); ARGV[2], [3], [4]:
+how many object, input and counter keys follow the tensor keys, each count as a run of that many dots (its
+length is read with no call: ``tonumber`` costs the store ~1k instructions); ARGV[5..]: the encoded tensors, then the
+objects' digests as the run knew them, then the input values the run used, then four numbers per counter key
+(calls, duration µs, samples, errors: RECORD_RUN's).
 The counters are added first, whatever follows (a run is counted even when its write is refused, as when
 RECORD_RUN went beside it). WRONGTYPE (and no tensor written) if any key holds something else than a tensor;
 STALEMODEL (likewise) if an object is no longer the one that ran, STALEINPUT if an input no longer holds the
 value the run used — both came from our cache, and the run is done again with what the store holds now. Every
-SET drops a TTL, as RedisAI's overwrite does."""
+SET drops a TTL, as RedisAI's overwrite does. The reply is 1 (no status table to build)."""
 
 ScriptCall = tuple[StoreScript, list[bytes], list[bytes]]
 
-_COUNTS: Final = tuple(str(count).encode() for count in range(16))
+_COUNTS: Final = tuple(b"." * count for count in range(16))
 
 
 def _count(count: int) -> bytes:
-    return _COUNTS[count] if count < 16 else str(count).encode()
+    """SET_TENSORS's count argument: ``count`` dots."""
+    return _COUNTS[count] if count < 16 else b"." * count
 
 
 def set_tensors_call(keys: Sequence[bytes], values: Sequence[bytes], empty_is_free: bool = True,
@@ -136,12 +130,12 @@ def set_tensors_call(keys: Sequence[bytes], values: Sequence[bytes], empty_is_fr
     """SET_TENSORS of ``values`` at ``keys``: ``checked`` (key, digest) objects and ``inputs`` (key, value) a
     run took from our cache are checked first, after ``counters`` (RECORD_RUN calls: ``record_run_call``) are
     added, in the same script (see SET_TENSORS): one script call a run, where there were two."""
-    digests = " ".join([digest for _key, digest in checked]).encode() if checked else b""
     script_keys = list(keys)  # plain loops: compiled, a generator unpacked into a list is an object of its own
-    argv = [b"1" if empty_is_free else b"0", digests, _count(len(inputs)), _count(len(counters))]
+    argv = [b"1" if empty_is_free else b"0", _count(len(checked)), _count(len(inputs)), _count(len(counters))]
     argv.extend(values)
-    for key, _digest in checked:
+    for key, digest in checked:
         script_keys.append(key)
+        argv.append(digest.encode())
     for key, value in inputs:
         script_keys.append(key)
         argv.append(value)

@@ -40,6 +40,26 @@ def test_store_get_execute_torch(client: redis.Redis) -> None:
     assert client.execute_command("AI.TENSORGET", "c", "META") == [b"dtype", b"FLOAT", b"shape", [2, 2]]
 
 
+def test_outputs_may_replace_an_empty_string_and_nothing_else(client: redis.Redis) -> None:
+    """As RedisAI: a run's output may overwrite a key holding an empty string (AI.TENSORSET may not); a key
+    holding anything else answers WRONGTYPE and keeps its value, and the model does not run (AI.INFO: one call)."""
+    client.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", models.torch_add())
+    _set_ab(client)
+    client.set("empty", "")
+    assert client.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "empty") == b"OK"
+    assert _values(client, "empty") == [b"4", b"6", b"4", b"6"]
+    client.set("text", "value")
+    client.hset("hash", "f", "v")
+    client.rpush("list", "x")
+    for key in ("text", "hash", "list"):
+        with pytest.raises(redis.ResponseError, match=r"^WRONGTYPE Operation against a key holding the wrong kind"):
+            client.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, key)
+    assert client.get("text") == b"value" and client.hgetall("hash") == {b"f": b"v"}
+    assert client.lrange("list", 0, -1) == [b"x"]
+    info = dict(zip(*[iter(client.execute_command("AI.INFO", "m"))] * 2, strict=True))
+    assert info[b"calls"] == 1
+
+
 def test_two_outputs_and_onnx(client: redis.Redis) -> None:
     client.execute_command("AI.MODELSTORE", "pair", "TORCH", "CPU", "BLOB", models.torch_sum_and_diff())
     assert client.execute_command("AI.MODELGET", "pair", "META")[13] == [b"", b""]

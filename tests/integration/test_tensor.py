@@ -184,6 +184,23 @@ def test_wrongtype_on_other_keys_leaves_them_alone(client: redis.Redis) -> None:
     assert _error(client, "AI.TENSORGET", "truncated", "VALUES") == WRONGTYPE
 
 
+def test_a_tensorset_replaces_a_tensor_or_nothing_and_refuses_a_lookalike(client: redis.Redis) -> None:
+    """The write script's own check (server/store/atomic.py): a value with our magic but a dtype code no tensor
+    has, or more dimensions than a tensor may have, is not a tensor and stays; a tensor written by hand is."""
+    lookalikes = {"code0": stored(0, (1,), bytes(4)), "code14": stored(14, (1,), bytes(4)),
+                  "code255": stored(255, (1,), bytes(4)), "dims": stored(1, (1,) * 65, bytes(4)),
+                  "version": b"\x89RAI" + bytes([2, 1]) + struct.pack("<H", 1) + struct.pack("<q", 1) + bytes(4)}
+    for key, value in lookalikes.items():
+        client.set(key, value)
+        assert _error(client, "AI.TENSORSET", key, "FLOAT", 1, "VALUES", 1) == WRONGTYPE
+        assert client.get(key) == value
+    client.set("by_hand", stored(1, (64,) * 1, bytes(4 * 64)))
+    client.set("most_dims", stored(1, (1,) * 64, bytes(4)))
+    for key in ("by_hand", "most_dims", "missing_before"):
+        assert client.execute_command("AI.TENSORSET", key, "INT8", 2, "VALUES", 1, 2) == b"OK"
+        assert client.execute_command("AI.TENSORGET", key, "VALUES") == [1, 2]
+
+
 def test_missing_key(client: redis.Redis) -> None:
     for args in (("missing",), ("missing", "META"), ("missing", "BLOB"), ("missing", "unsupported")):
         assert _error(client, "AI.TENSORGET", *args) == "tensor key is empty or in a different shard"
