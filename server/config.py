@@ -146,7 +146,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("tls-port", _port, 0, "Serve TLS on this port and plain TCP on --port; 0 = TLS on --port itself."),
     Option("shutdown-timeout", float, 10.0, "Seconds to let in-flight commands finish on SIGTERM/SIGINT."),
     Option("intra-op-parallelism", _non_negative_int, 0,
-           "Threads inside one op (RedisAI INTRA_OP_PARALLELISM); 0 = the runtime's default."),
+           "Threads inside one op (RedisAI INTRA_OP_PARALLELISM) for each device worker thread; 0 = one "
+           "(docs/configuration.md: the runtimes' own default, a thread per core, collapses under load)."),
     Option("inter-op-parallelism", _non_negative_int, 0,
            "Threads running independent ops of one model (INTER_OP_PARALLELISM); 0 = the runtime's default."),
     Option("inline-op-us", _non_negative_int, 200,

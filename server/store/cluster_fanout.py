@@ -3,8 +3,11 @@ the client's slot (and follow MOVED/ASK instead), and the keyless commands that 
 
 Fan-out, as Redis Cluster clients do it: FLUSHALL / FLUSHDB go to every primary (the first error, else
 ``+OK``), DBSIZE is summed, KEYS is the union of every primary's answer, RANDOMKEY is any primary's non-nil
-answer. SCAN walks the primaries one after the other: the client's cursor is ``node cursor * 1024 + index
-of the primary`` (the primaries in slot order), so a SCAN that reaches 0 has seen every shard.
+answer. SCRIPT LOAD / FLUSH and FUNCTION LOAD / DELETE / FLUSH / RESTORE go to every primary too (the first
+error, else the first node's answer: a script loaded through us runs by EVALSHA on any shard, as redis-py's
+``register_script`` expects), and SCRIPT EXISTS answers 1 for a script every primary holds. SCAN walks the
+primaries one after the other: the client's cursor is ``node cursor * 1024 + index of the primary`` (the
+primaries in slot order), so a SCAN that reaches 0 has seen every shard.
 """
 
 from __future__ import annotations
@@ -22,38 +25,55 @@ _NODE_DOWN: Final = b"-" + msgs.UPSTREAM_DOWN_MSG.split("{")[0].encode()  # a no
 _FOLLOWED: Final = (*(b"-" + word.encode() for word in (msgs.MOVED_PREFIX, msgs.ASK_PREFIX, msgs.CLUSTERDOWN_PREFIX)),
                     _NODE_DOWN)
 FAN_OUT_COMMANDS: Final = frozenset({b"flushall", b"flushdb", b"dbsize", b"keys", b"randomkey"})
+# with a subcommand, which the combining rule is named by ("script load" …)
+_FAN_OUT_WITH_SUBCOMMAND: Final = frozenset({b"script", b"function"})
 SCAN_NODES: Final = 1024  # the most primaries a SCAN cursor can tell apart
 
 
 class ForwardSlot(ReplySlot):
     """A node's slot for one client slot: frames go to ``target``; a MOVED/ASK reply goes to ``redirect``
-    instead (which sends the command again elsewhere), so the client never sees a redirect it cannot follow."""
+    instead (which sends the command again elsewhere, and answers None), so the client never sees a redirect it
+    cannot follow; a redirect not followed (or a CLUSTERDOWN) reaches the client as ``redirect`` answers it."""
 
     __slots__ = ("redirect", "target")
 
-    def __init__(self, target: ReplySlot, redirect: Callable[[bytes], bool] | None = None) -> None:
+    def __init__(self, target: ReplySlot, redirect: Callable[[bytes], bytes | None] | None = None) -> None:
         super().__init__()
         self.target = target
         self.redirect = redirect
 
     def add_frame(self, data: bytes) -> None:
         self.frames_left -= 1
-        if self._redirected(data):
+        answer = self._followed(data)
+        if answer is None:
             self.frames_left = 0
             return
-        self.target.chunks.append(data)
+        self.target.chunks.append(answer)
         if self.frames_left <= 0:
             self.target.finish()
 
     def fill(self, data: bytes) -> None:
         self.frames_left = 0
-        if not self._redirected(data):
-            self.target.fill(data)
+        answer = self._followed(data)
+        if answer is not None:
+            self.target.fill(answer)
 
-    def _redirected(self, data: bytes) -> bool:
+    def _followed(self, data: bytes) -> bytes | None:
         if self.redirect is None or self.target.chunks or not data.startswith(_FOLLOWED):
-            return False
+            return data
         return self.redirect(data)
+
+
+def fan_out_name(name: bytes, argv: list[bytes]) -> bytes | None:
+    """The fan-out rule of ``argv`` (see the module docstring; None: not a fan-out command): ``name`` (its
+    command's name, in lower case), or name and subcommand."""
+    if name in FAN_OUT_COMMANDS:
+        return name
+    if len(argv) > 1 and name in _FAN_OUT_WITH_SUBCOMMAND:
+        full = name + b" " + argv[1].lower()
+        if full in _COMBINE:
+            return full
+    return None
 
 
 class FanOut:
@@ -112,6 +132,17 @@ def _union(replies: list[bytes]) -> bytes:
     return join_aggregate(kind, [element for r in replies for element in split_aggregate(r)[1]])
 
 
+def _held_by_all(replies: list[bytes]) -> bytes:
+    """SCRIPT EXISTS: 1 for each script that every primary holds."""
+    error = _first_error(replies)
+    if error is not None:
+        return error
+    answers = [split_aggregate(r)[1] for r in replies]
+    kind = replies[0][:1]
+    return join_aggregate(kind, [b":1\r\n" if all(len(a) > i and a[i] == b":1\r\n" for a in answers) else b":0\r\n"
+                                 for i in range(len(answers[0]))])
+
+
 def _any_key(replies: list[bytes]) -> bytes:
     error = _first_error(replies)
     if error is not None:
@@ -122,6 +153,8 @@ def _any_key(replies: list[bytes]) -> bytes:
 
 _COMBINE: Final[dict[bytes, Callable[[list[bytes]], bytes]]] = {
     b"flushall": _all_ok, b"flushdb": _all_ok, b"dbsize": _summed, b"keys": _union, b"randomkey": _any_key,
+    b"script load": _all_ok, b"script flush": _all_ok, b"script exists": _held_by_all, b"function load": _all_ok,
+    b"function delete": _all_ok, b"function flush": _all_ok, b"function restore": _all_ok,
 }
 
 

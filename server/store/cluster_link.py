@@ -146,15 +146,12 @@ class ClusterLink:
                 position += 1
 
     def _named(self, reply: AIError, argv: list[bytes], address: StoreAddress) -> AIError:
-        """The node's bare ``CLUSTERDOWN Hash slot not served``, with the slot and the node named; any
-        CLUSTERDOWN makes the map be read again (the node lost slots or quorum)."""
+        """A node's bare CLUSTERDOWN (``Hash slot not served``, ``The cluster is down``…) with the slot and the
+        node named; any CLUSTERDOWN makes the map be read again (the node lost slots or quorum)."""
         if not reply.message.startswith(msgs.CLUSTERDOWN_PREFIX):
             return reply
         self._cluster.request_refresh()
-        if reply.message == msgs.NODE_UNSERVED_MSG:
-            slot = common_slot(self._cluster.keys.keys(argv))
-            return AIError(msgs.NODE_UNSERVED_FMT.format(slot=slot, node=f"{address.host}:{address.port}"))
-        return reply
+        return AIError(clusterdown_named(reply.message, self._cluster.keys.keys(argv), address))
 
     def _redirected(self, sent: Batches, replies: list[Any], final: bool) -> tuple[Batches, bool, bool]:
         """The units to send again, and where (MOVED/ASK: to the node named, TRYAGAIN: to the same one); and
@@ -173,6 +170,21 @@ class ClusterLink:
                     later = True
                     _add(again, address, (unit, False), True)
         return again, moved, later
+
+
+def clusterdown_named(message: str, keys: Sequence[bytes], address: StoreAddress) -> str:
+    """``message`` (a node's CLUSTERDOWN error) completed with the slot of ``keys`` (when they have one) and the
+    node that answered it; a message completed already is left as it is."""
+    if message.endswith(")"):
+        return message
+    node = f"{address.host}:{address.port}"
+    try:
+        slot = common_slot(keys) if keys else None
+    except CrossSlot:
+        slot = None
+    if slot is None:
+        return msgs.NODE_CLUSTERDOWN_KEYLESS_FMT.format(message=message, node=node)
+    return msgs.NODE_CLUSTERDOWN_FMT.format(message=message, slot=slot, node=node)
 
 
 def _common(slots: list[int | AIError | None]) -> int | None:

@@ -25,16 +25,18 @@ from server.store.cluster_fanout import (
     FAN_OUT_COMMANDS,
     FanOut,
     ForwardSlot,
+    fan_out_name,
     scan_reply_rewriter,
     split_scan_cursor,
 )
 from server.store.cluster_keys import CrossSlot
-from server.store.cluster_link import MAX_REDIRECTS
+from server.store.cluster_link import MAX_REDIRECTS, clusterdown_named
 from server.store.cluster_state import ClusterState, redirect_target
 from server.store.redis import RedisSession
 from server.store.session import SessionSink
 from server.store.upstream import StoreAddress
 
+_CLUSTERDOWN: Final = b"-" + msgs.CLUSTERDOWN_PREFIX.encode()
 QUEUE_TIME_ERROR: Final = [b"REDISAI.QUEUE-TIME-ERROR"]  # as server/frontend/multi.py's: fails the node's open MULTI
 _HOME_COMMANDS: Final = frozenset({b"subscribe", b"psubscribe", b"unsubscribe", b"punsubscribe", b"publish"})
 
@@ -47,6 +49,14 @@ def _redirected_to(cluster: ClusterState, frame: bytes, sender: StoreAddress) ->
     if kind != "ASK":
         cluster.request_refresh()
     return (cluster.address(where) if where is not None else None), asking
+
+
+def _answered(cluster: ClusterState, frame: bytes, argv: list[bytes], sender: StoreAddress) -> bytes:
+    """A node's error frame as the client gets it: a CLUSTERDOWN with the slot and the node named."""
+    if not frame.startswith(_CLUSTERDOWN):
+        return frame
+    message = frame[1:].decode(errors="replace").strip()
+    return _error_frame(AIError(clusterdown_named(message, cluster.keys.keys(argv), sender)))
 
 
 def _error_frame(exc: AIError) -> bytes:
@@ -77,14 +87,14 @@ class ClusterSharedRelay:
 
     def _forward(self, address: StoreAddress, argv: list[bytes], slot: ReplySlot, sink: SessionSink,
                  redirects_left: int) -> None:
-        def redirect(frame: bytes) -> bool:
+        def redirect(frame: bytes) -> bytes | None:
             target, asking = _redirected_to(self._cluster, frame, address)
             if target is None or redirects_left <= 0:
-                return False
+                return _answered(self._cluster, frame, argv, address)
             if asking:
                 self._cluster.relay(target).send([b"ASKING"], ReplySlot(), sink)
             self._forward(target, argv, slot, sink, redirects_left - 1)
-            return True
+            return None
 
         self._cluster.relay(address).send(argv, ForwardSlot(slot, redirect), sink)
 
@@ -119,8 +129,8 @@ class ClusterSession:
             self._release_held(address)
             if name == b"scan" and not in_transaction:
                 self._scan(argv, slot)
-            elif name in FAN_OUT_COMMANDS and not in_transaction:
-                self._fan_out(name, argv, slot)
+            elif not in_transaction and (fan_out := fan_out_name(name, argv)) is not None:
+                self._fan_out(fan_out, argv, slot)
             else:
                 self._to_node(address, argv, slot, 0 if in_transaction else MAX_REDIRECTS)
         self._follow(name)
@@ -189,16 +199,16 @@ class ClusterSession:
     def _to_node(self, address: StoreAddress, argv: list[bytes], slot: ReplySlot, redirects_left: int) -> None:
         """Send ``argv`` to the node; a redirect is followed ``redirects_left`` more times (0: inside MULTI,
         where the node's transaction must see the refusal and fail at EXEC)."""
-        def redirect(frame: bytes) -> bool:
+        def redirect(frame: bytes) -> bytes | None:
             target, asking = _redirected_to(self._cluster, frame, address)
             if target is None or redirects_left <= 0:
-                return False
+                return _answered(self._cluster, frame, argv, address)
             if argv[0].lower() == b"watch":
                 self._pinned = target  # the transaction that follows goes where the watched keys are
             if asking:
                 self._node(target).send([b"ASKING"], ReplySlot())
             self._to_node(target, argv, slot, redirects_left - 1)
-            return True
+            return None
 
         forward = ForwardSlot(slot, redirect)
         self._node(address).send(argv, forward)

@@ -111,6 +111,34 @@ def test_scripts_reach_keys_on_every_shard(cluster: LocalCluster, client: redis.
         assert client.execute_command("AI.TENSORGET", "v", "VALUES") == [41]  # an INT64 tensor
 
 
+def test_scripts_and_functions_loaded_through_the_server_run_on_every_shard(cluster: LocalCluster,
+                                                                            client: redis.Redis) -> None:
+    """SCRIPT LOAD / FLUSH and FUNCTION LOAD / DELETE reach every primary, as a cluster client sends them: an
+    EVALSHA or FCALL then runs whichever shard its key is on — and redis-py's ``register_script`` (EVALSHA, on
+    NOSCRIPT a SCRIPT LOAD and EVALSHA again) works. SCRIPT EXISTS answers 1 only for what every primary holds."""
+    keys = keys_on_three_shards(cluster, "e")
+    for key in keys:
+        client.set(key, key)
+    sha = client.script_load("return redis.call('GET', KEYS[1])")
+    assert all(node.client().script_exists(sha) == [True] for node in cluster.primaries())
+    assert [client.evalsha(sha, 1, key) for key in keys] == [key.encode() for key in keys]
+    on_one = cluster.primaries()[0].client().script_load("return 1")
+    assert client.script_exists(sha, on_one, "0" * 40) == [True, False, False]
+    assert client.script_flush() is True
+    assert client.script_exists(sha) == [False]
+    strlen = client.register_script("return redis.call('STRLEN', KEYS[1])")
+    assert [strlen(keys=[key]) for key in keys] == [len(key) for key in keys]
+    library = ("#!lua name=ourlib\n"
+               "redis.register_function('getit', function(keys, args) return redis.call('GET', keys[1]) end)")
+    assert client.function_load(library) == b"ourlib"
+    try:
+        assert [client.fcall("getit", 1, key) for key in keys] == [key.encode() for key in keys]
+    finally:
+        assert client.function_delete("ourlib") is True
+    with pytest.raises(redis.ResponseError, match="Function not found"):
+        client.fcall("getit", 1, keys[0])
+
+
 def test_relayed_commands_go_to_their_shard_and_cross_slot_is_refused(cluster: LocalCluster,
                                                                        cluster_server: RunningServer,
                                                                        client: redis.Redis) -> None:
@@ -250,8 +278,15 @@ def test_an_unserved_slot_gets_an_error_naming_it(cluster: LocalCluster, client:
                 client.execute_command("AI.TENSORSET", key, "FLOAT", 1, "VALUES", 1)
             errors.append(str(caught.value))
             time.sleep(0.1)
-        assert all("Hash slot not served" in e or "cluster is down" in e for e in errors), errors
-        assert any(f"slot {slot}" in e for e in errors) or all("cluster is down" in e for e in errors), errors
+        assert all("Hash slot not served" in e or "The cluster is down" in e for e in errors), errors
+        assert all(f"slot {slot}" in e for e in errors), errors  # the node's bare CLUSTERDOWN completed
+        # that node's other slots: the node is in cluster_state:fail, and a relayed command says which node
+        neighbour = next(f"n{i}" for i in range(1000) if owner(cluster, f"n{i}").port == node.port
+                         and key_slot(f"n{i}".encode()) != slot)
+        with pytest.raises(redis.ResponseError) as caught:
+            client.set(neighbour, 1)
+        assert str(caught.value) == (f"The cluster is down (slot {key_slot(neighbour.encode())}, "
+                                     f"asked 127.0.0.1:{node.port})")
         assert client.ping() is True  # the server and this client carry on
     finally:
         node.client().execute_command("CLUSTER", "ADDSLOTS", slot)

@@ -7,7 +7,10 @@ import random
 
 import pytest
 
+from server.protocol.slot import ReplySlot
+from server.store.cluster_fanout import FanOut, fan_out_name
 from server.store.cluster_keys import MEMO_KEY_BYTES, MEMO_KEYS, CrossSlot, KeyFinder, SlotTags, common_slot, key_slot
+from server.store.cluster_link import clusterdown_named
 from server.store.cluster_topology import parse_slots
 from server.store.upstream import StoreAddress
 
@@ -106,3 +109,27 @@ def test_slot_tags_remember_short_keys_slots_and_start_over_when_full() -> None:
     assert tags.common([b"{t}a", b"{t}b"]) == key_slot(b"t") and tags.common([]) is None
     with pytest.raises(CrossSlot):
         tags.common([b"a", b"b"])
+
+
+def test_a_nodes_clusterdown_is_completed_with_the_slot_and_the_node() -> None:
+    node = StoreAddress("127.0.0.1", 7001)
+    down = "CLUSTERDOWN The cluster is down"
+    assert clusterdown_named(down, [b"k"], node) == f"{down} (slot {key_slot(b'k')}, asked 127.0.0.1:7001)"
+    assert clusterdown_named(down, [], node) == f"{down} (asked 127.0.0.1:7001)"  # a keyless command
+    assert clusterdown_named(down, [b"a", b"b"], node) == f"{down} (asked 127.0.0.1:7001)"  # no one slot
+    completed = "CLUSTERDOWN Hash slot not served (slot 5 has no primary in the cluster's map)"
+    assert clusterdown_named(completed, [b"k"], node) == completed
+
+
+def test_script_and_function_changes_fan_out_and_script_exists_needs_every_primary() -> None:
+    assert fan_out_name(b"script", [b"SCRIPT", b"load", b"return 1"]) == b"script load"
+    assert fan_out_name(b"function", [b"function", b"DELETE", b"lib"]) == b"function delete"
+    assert fan_out_name(b"flushall", [b"FLUSHALL"]) == b"flushall"
+    assert fan_out_name(b"script", [b"SCRIPT", b"KILL"]) is None and fan_out_name(b"script", [b"SCRIPT"]) is None
+    assert fan_out_name(b"get", [b"GET", b"k"]) is None
+    client_slot = ReplySlot()
+    fan = FanOut(client_slot, b"script exists", 2)
+    fan.part(1).fill(b"*3\r\n:1\r\n:1\r\n:0\r\n")
+    assert not client_slot.done  # the combined answer waits for every primary
+    fan.part(0).fill(b"*3\r\n:1\r\n:0\r\n:0\r\n")
+    assert client_slot.done and client_slot.output() == b"*3\r\n:1\r\n:0\r\n:0\r\n"
