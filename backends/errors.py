@@ -131,10 +131,8 @@ STORE_UNKNOWN_COMMAND_PREFIX = "ERR unknown command"
 # Redis Cluster's own wording, where we answer for it:
 CROSSSLOT_MSG = "CROSSSLOT Keys in request don't hash to the same slot"
 CLUSTER_DISABLED_MSG = "ERR This instance has cluster support disabled"  # to our clients we are standalone
-NODE_UNSERVED_MSG = "CLUSTERDOWN Hash slot not served"  # a node's bare answer, which we complete:
-NODE_UNSERVED_FMT = NODE_UNSERVED_MSG + " (slot {slot}, asked {node})"
-# any CLUSTERDOWN a node answers (e.g. "CLUSTERDOWN The cluster is down": cluster_state:fail) gets the same
-# completion — the slot when the command has keys, always the node asked
+# A node's bare CLUSTERDOWN ("Hash slot not served", "The cluster is down": cluster_state:fail), which we
+# complete: the slot when the command has keys, always the node asked
 NODE_CLUSTERDOWN_FMT = "{message} (slot {slot}, asked {node})"
 NODE_CLUSTERDOWN_KEYLESS_FMT = "{message} (asked {node})"
 # Ours: no primary in our map for a slot; no node gave us the map; a URL naming another database.

@@ -22,7 +22,6 @@ from backends import errors as msgs
 from backends.errors import AIError
 from server.protocol.slot import ReplySlot
 from server.store.cluster_fanout import (
-    FAN_OUT_COMMANDS,
     FanOut,
     ForwardSlot,
     fan_out_name,
@@ -70,10 +69,10 @@ class ClusterSharedRelay:
         self._cluster = cluster
 
     def send(self, argv: list[bytes], slot: ReplySlot, sink: SessionSink) -> None:
-        name = argv[0].lower()
-        if name in FAN_OUT_COMMANDS:
+        fan_out = fan_out_name(argv[0].lower(), argv)
+        if fan_out is not None:
             primaries = self._cluster.topology.primaries
-            fan = FanOut(slot, name, len(primaries))
+            fan = FanOut(slot, fan_out, len(primaries))
             for index, address in enumerate(primaries):
                 self._cluster.relay(address).send(argv, fan.part(index), sink)
             return

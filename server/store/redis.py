@@ -390,11 +390,17 @@ class RedisStore:
         self.cache = TrackedCache(self.address, cache_bytes)  # server/store/cache.py
 
     async def start(self) -> None:
-        """Fail fast at start when the store cannot be reached or refuses our login."""
-        link = self.link(self.address.db)
+        """Fail fast at start when the store cannot be reached or refuses our login — or, for the URL's database,
+        its SELECT. Asked on database 0 first (PING, INFO and SCRIPT LOAD are not per database): a cluster node
+        refuses any SELECT, and must be told apart first to be refused in words of its own (server/app.py)."""
+        link = self.link(0)
         (pong,) = await link.pipeline([[b"PING"]])
         if isinstance(pong, AIError):  # e.g. NOAUTH from a store whose password the URL lacks
             raise pong
+        if self.address.db and not await self.cluster_enabled():
+            (pong,) = await self.link(self.address.db).pipeline([[b"PING"]])
+            if isinstance(pong, AIError):
+                raise pong
         await load_scripts(link)
 
     def open_session(self, sink: SessionSink) -> RedisSession:
@@ -416,7 +422,7 @@ class RedisStore:
 
     async def cluster_enabled(self) -> bool:
         """Whether the store is a node of a Redis Cluster (``INFO cluster``: ``cluster_enabled:1``)."""
-        (reply,) = await self.link(self.address.db).pipeline([[b"INFO", b"cluster"]])
+        (reply,) = await self.link(0).pipeline([[b"INFO", b"cluster"]])
         return isinstance(reply, bytes) and b"cluster_enabled:1" in reply
 
     async def info(self, sections: list[str]) -> str:

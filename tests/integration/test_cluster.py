@@ -4,6 +4,8 @@ checked on the node that must hold it, through a direct connection to that node.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -27,7 +29,7 @@ from tests.cluster_support import (
 )
 from tests.models import torch_add
 from tests.scripts import REDIS_SCRIPT, store_script
-from tests.support import RunningServer, running_server, wait_until
+from tests.support import RunningServer, free_port, running_server, wait_until
 
 
 @pytest.fixture
@@ -89,6 +91,35 @@ def test_outputs_on_several_shards_are_each_written(cluster: LocalCluster, clien
     for value, key in enumerate(outs, start=1):
         assert owner(cluster, key).client().exists(key) == 1
         assert client.execute_command("AI.TENSORGET", key, "VALUES") == [str(value).encode()]
+
+
+def test_a_dag_loads_runs_and_persists_over_every_shard(cluster: LocalCluster, client: redis.Redis) -> None:
+    """One DAG whose LOAD keys, model, script, script KEYS and PERSIST keys each spread over the three shards:
+    every key read where it lives and written where it belongs, with no hash tag."""
+    a, b, model = keys_on_three_shards(cluster, "da")
+    script, *script_keys = keys_on_three_shards(cluster, "ds")
+    outs = keys_on_three_shards(cluster, "dp")
+    client.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
+    store_script(client, script, REDIS_SCRIPT, "set_get")
+    client.execute_command("AI.TENSORSET", a, "FLOAT", 2, "VALUES", 1, 2)
+    client.execute_command("AI.TENSORSET", b, "FLOAT", 2, "VALUES", 10, 20)
+    dag = ["AI.DAGEXECUTE", "LOAD", 2, a, b, "PERSIST", 3, *outs, "|>",
+           "AI.MODELEXECUTE", model, "INPUTS", 2, a, b, "OUTPUTS", 1, outs[0], "|>",
+           "AI.SCRIPTEXECUTE", script, "set_get", "KEYS", 1, script_keys[0], "ARGS", 1, "7",
+           "OUTPUTS", 2, outs[1], "ok", "|>",
+           "AI.SCRIPTEXECUTE", script, "set_get", "KEYS", 1, script_keys[1], "ARGS", 1, "8",
+           "OUTPUTS", 2, outs[2], "ok2"]
+    assert client.execute_command(*dag) == [b"OK", b"OK", b"OK"]
+    assert client.execute_command("AI.TENSORGET", outs[0], "VALUES") == [b"11", b"22"]
+    assert client.execute_command("AI.TENSORGET", outs[1], "VALUES") == [7]
+    assert client.execute_command("AI.TENSORGET", outs[2], "VALUES") == [8]
+    for key, value in zip(script_keys, (b"7", b"8"), strict=True):
+        assert owner(cluster, key).client().get(key) == value  # redis.execute wrote it on its own shard
+    for key in outs:
+        assert owner(cluster, key).client().exists(key) == 1
+    assert client.exists("ok") == 0 and client.exists("ok2") == 0  # not persisted
+    for key in (model, script):
+        assert dict(zip(*[iter(client.execute_command("AI.INFO", key))] * 2, strict=True))[b"calls"] >= 1
 
 
 def test_a_wrongtype_output_on_one_shard_is_reported(cluster: LocalCluster, client: redis.Redis) -> None:
@@ -203,16 +234,21 @@ def test_publish_reaches_subscribers_through_any_node(cluster: LocalCluster, clu
     for node in cluster.primaries():  # PUBLISH on any node reaches a subscriber of any other
         node.client().publish("news", f"from {node.port}")
     owner(cluster, "{shard}news").client().execute_command("SPUBLISH", "{shard}news", "sharded")
+    publisher = cluster_server.client()  # and through the server: PUBLISH to a node, SPUBLISH to the shard's
+    assert publisher.publish("news", "through us") == 1
+    assert publisher.execute_command("SPUBLISH", "{shard}news", "sharded through us") == 1
+    publisher.close()
     seen: list[bytes] = []
 
     def collect() -> bool:
         message = subscriber.get_message(timeout=0.2)
         if message and message["type"] in ("message", "smessage"):
             seen.append(message["data"])
-        return len(seen) >= 4
+        return len(seen) >= 6
 
     wait_until(collect)
-    assert sorted(seen) == sorted([*(f"from {n.port}".encode() for n in cluster.primaries()), b"sharded"])
+    assert sorted(seen) == sorted([*(f"from {n.port}".encode() for n in cluster.primaries()), b"sharded",
+                                   b"through us", b"sharded through us"])
     subscriber.close()
 
 
@@ -264,6 +300,14 @@ def test_seed_nodes_are_asked_when_the_url_node_is_down(cluster: LocalCluster) -
         assert conn.execute_command("AI.TENSORSET", "a", "FLOAT", 1, "VALUES", 1) == b"OK"
         assert owner(cluster, "a").client().exists("a") == 1
         conn.close()
+
+
+def test_a_url_naming_another_database_is_refused_at_start(cluster: LocalCluster) -> None:
+    """A cluster has database 0 only: the server says so and exits, rather than serve db 0 as if asked."""
+    out = subprocess.run([sys.executable, "-m", "server", "--port", str(free_port()), "--redis-url",
+                          f"{cluster.seed_url}/2"], capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+    assert "a Redis Cluster has only database 0 (--redis-url names database 2)" in out.stderr
 
 
 def test_an_unserved_slot_gets_an_error_naming_it(cluster: LocalCluster, client: redis.Redis) -> None:
