@@ -32,6 +32,12 @@ class _Shared:
 
 
 SHARED: Final = _Shared()
+# WAIT counts the writes of the connection it runs on. A client's writes may have gone over the shared relay
+# or the AI commands' link, so its own session first sends a write that changes nothing but is replicated (a
+# PUBLISH to a channel of ours: a standalone store propagates PUBLISH to its replicas), which makes the
+# session's offset the store's current one: the WAIT after it covers every write acknowledged before it.
+# (A cluster sends PUBLISH over its bus, not to replicas: there WAIT keeps its own meaning; docs/deployment.md.)
+_WAIT_MARK: Final = [b"PUBLISH", b"__redisai__:wait", b""]
 
 
 class Relay:
@@ -97,6 +103,9 @@ class Relay:
             self.session = self._ctx.store.open_session(self._sink)
             if self._state.proto != 2:
                 self.session.set_protocol(self._state.proto)
+        if len(argv[0]) == 4 and argv[0].lower() == b"wait" and not self._state.in_multi \
+                and self._ctx.store.kind != "cluster":
+            self.session.send(_WAIT_MARK, ReplySlot())  # its reply dropped (see _WAIT_MARK)
         self.session.send(argv, slot)
 
     def poison_transaction(self) -> None:

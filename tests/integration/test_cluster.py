@@ -267,6 +267,44 @@ def test_a_moved_slot_is_followed(cluster: LocalCluster, client: redis.Redis) ->
         client.delete(key)
 
 
+def test_a_slot_half_migrated_is_followed_by_ask(cluster: LocalCluster, client: redis.Redis) -> None:
+    """A slot half-way through a migration (MIGRATING on its owner, IMPORTING on the other node, one key moved
+    over): for the moved key and a new one the owner answers ASK, which the server follows with ASKING — for
+    relayed and AI commands alike — while the key still on the owner is read there."""
+    stay, moved, new = "{mig}stay", "{mig}moved", "{mig}new"
+    slot = key_slot(stay.encode())
+    source = owner(cluster, stay)
+    target = next(node for node in cluster.primaries() if node.port != source.port)
+    client.set(stay, "s")
+    client.execute_command("AI.TENSORSET", moved, "FLOAT", 2, "VALUES", 1, 2)
+    target.client().execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING",
+                                    source.client().execute_command("CLUSTER", "MYID"))
+    source.client().execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING",
+                                    target.client().execute_command("CLUSTER", "MYID"))
+    try:
+        source.client().execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", moved)
+        left_on_source = partial(source.client().execute_command, "CLUSTER", "COUNTKEYSINSLOT", slot)
+        assert left_on_source() == 1  # (EXISTS there would answer ASK: the key is gone)
+        assert client.get(stay) == b"s"
+        assert client.execute_command("AI.TENSORGET", moved, "VALUES") == [b"1", b"2"]
+        assert client.strlen(moved) > 0  # a relayed command, through the shared relay
+        assert client.execute_command("AI.TENSORSET", new, "FLOAT", 1, "VALUES", 3) == b"OK"
+        assert left_on_source() == 1
+        on_target = target.client()
+        on_target.execute_command("ASKING")
+        assert on_target.exists(new) == 1  # written where the slot is going
+        assert client.execute_command("AI.TENSORGET", new, "VALUES") == [b"3"]
+    finally:
+        if source.client().exists(stay):
+            source.client().execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", stay)
+        assign_slot(cluster, slot, target)  # the migration ends, then the emptied slot goes back
+        assert wait_until(lambda: served_by(cluster, stay, target))
+        for key in (stay, moved, new):
+            target.client().delete(key)
+        assign_slot(cluster, slot, source)
+        assert wait_until(lambda: served_by(cluster, stay, source))
+
+
 @contextmanager
 def _slot_handed_over(cluster: LocalCluster, key: str) -> Iterator[tuple[ClusterNode, ClusterNode]]:
     """The (empty) slot of ``key`` handed to another primary behind the server's back, then given back."""

@@ -255,13 +255,29 @@ def test_compose_cluster_profile_nodes_and_servers() -> None:
     for node in nodes:
         assert node["profiles"] == ["cluster"]
         assert node["command"][node["command"].index("--cluster-enabled") + 1] == "yes"
-    create = services["cluster-init"]["command"]
+    shell, flag, script = services["cluster-init"]["command"]
+    assert (shell, flag) == ("sh", "-c")
+    create = script.split("||")[1].split()
     assert create[:3] == ["redis-cli", "--cluster", "create"] and "--cluster-yes" in create
     assert [arg for arg in create if arg.startswith("redis-c") and arg.endswith(":6379")] == ["redis-c1:6379", "redis-c2:6379", "redis-c3:6379"]
     servers = [services["redisai-cluster-1"], services["redisai-cluster-2"]]
     assert [[port[1:] for port in _published(s, {})] for s in servers] == [[(6390, 6379)], [(6391, 6379)]]
     for server in servers:
         assert server["depends_on"]["cluster-init"]["condition"] == "service_completed_successfully"
+
+
+def test_compose_cluster_init_leaves_a_cluster_made_already(redis_cluster: LocalCluster) -> None:
+    """A second `docker compose --profile cluster up` runs cluster-init again on nodes that are one cluster
+    already (their nodes.conf is kept): it must succeed without creating anything, or the servers, which wait
+    for it to complete successfully, would never start. Its shell line, on the local cluster's nodes."""
+    _shell, _flag, script = _compose()["services"]["cluster-init"]["command"]
+    for i, node in enumerate(redis_cluster.primaries(), 1):
+        script = script.replace(f"redis-c{i}:6379", f"127.0.0.1:{node.port}")
+    before = redis_cluster.primaries()[0].client().execute_command("CLUSTER", "MYID")
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "Performing hash slots allocation" not in out.stdout  # the create part did not run
+    assert redis_cluster.primaries()[0].client().execute_command("CLUSTER", "MYID") == before
 
 
 def test_compose_cluster_servers_against_a_real_cluster(redis_cluster: LocalCluster) -> None:
