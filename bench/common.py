@@ -35,14 +35,16 @@ def redis_server() -> Iterator[int]:
 
 
 @contextmanager
-def our_server(*args: str, env: dict[str, str] | None = None) -> Iterator[int]:
+def our_server(*args: str, env: dict[str, str] | None = None, tree: str | None = None) -> Iterator[int]:
     """Our server as its own process (the same command line as `make run`); yields its port.
 
-    ``env``: variables added to this process's environment (REDISAI_PURE_PYTHON=1: bench.compiled_bench).
+    ``env``: variables added to this process's environment (REDISAI_PURE_PYTHON=1: bench.compiled_bench);
+    ``tree``: another checkout to run it from (this virtualenv's Python; bench.store_instructions).
     """
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "server", "--port", str(port), "--log-level", "warning", *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})},
+                            cwd=tree)
     try:
         wait_for_port(port, timeout=30)
         yield port

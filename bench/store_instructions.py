@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import redis
 
+from bench.common import our_server
 from bench.instructions import (
     COMMANDS,
     START_TIMEOUT_S,
@@ -53,25 +53,12 @@ def counted_store(workdir: Path, out: Path) -> Iterator[tuple[str, int]]:
         proc.wait(120)
 
 
-@contextmanager
-def server_in(tree: Path, store_url: str) -> Iterator[int]:
-    """Our server from ``tree`` (this virtualenv's Python) in front of ``store_url``; yields its port."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "server", "--port", str(port), "--log-level", "warning",
-                             "--redis-url", store_url], cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(port, timeout=START_TIMEOUT_S)
-        yield port
-    finally:
-        proc.terminate()
-        proc.wait(60)
-
-
 def store_instructions(tree: Path, command: Command, requests: int, clients: int = 1) -> float:
     """The store's instructions per request of ``command`` sent through ``tree``'s server."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "callgrind.out"
-        with counted_store(Path(scratch), out) as (url, pid), server_in(tree, url) as port:
+        with counted_store(Path(scratch), out) as (url, pid), \
+                our_server("--redis-url", url, tree=str(tree)) as port:
             conn = redis.Redis(port=port, socket_timeout=300)
             prepare(conn)
             counted = count_requests(conn, port, pid, out, command, requests, clients)
