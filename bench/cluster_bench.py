@@ -4,7 +4,8 @@
 Usage: python -m bench.cluster_bench [--requests N]
 
 For AI.TENSORSET, AI.TENSORGET and AI.MODELEXECUTE (the 64→128→10 MLP, TORCH; the model, its input and its
-output on three different shards of the cluster, then all three in one slot), prints requests/s, p50/p99,
+output on three different shards of the cluster, then all three in one slot, then the input and output in one
+slot and the model on another shard: hash-tagged tensors, one model key), prints requests/s, p50/p99,
 our server's CPU µs per request (and the store nodes' together), and the ratio to one node of our CPU per
 request. Each store is measured with its default metadata cache (on a cluster: one tracking connection per
 primary, server/store/cluster_cache.py) and with ``--cache-mb 0``; the ratios are to one node with its cache.
@@ -51,6 +52,7 @@ def _commands(x: bytes) -> list[tuple[str, list[str]]]:
         ("AI.TENSORGET META BLOB", ["AI.TENSORGET", "tensor0", "META", "BLOB"]),
         ("AI.MODELEXECUTE MLP", ["AI.MODELEXECUTE", "model3", "INPUTS", "1", "in0", "OUTPUTS", "1", "out2"]),
         ("same, keys in one slot", ["AI.MODELEXECUTE", "{u}m", "INPUTS", "1", "{u}x", "OUTPUTS", "1", "{u}y"]),
+        ("same, tensors in one slot", ["AI.MODELEXECUTE", "model3", "INPUTS", "1", "{u}x", "OUTPUTS", "1", "{u}y"]),
     ]
 
 

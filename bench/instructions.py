@@ -22,8 +22,9 @@ what the server shares between clients (one store write per loop iteration, gath
 count. Under valgrind every request of a loop iteration is ready at once, so the sharing is at its most.
 
 ``--cluster``: what routing over a Redis Cluster adds, the deterministic way: bench.cluster_bench's commands
-(the MLP's model, input and output on three shards, then all in one slot) through our server in front of one
-valkey node and in front of a 3-primary cluster of the same binary, and the ratio.
+(the MLP's model, input and output on three shards, then all in one slot, then the tensors in one slot and the
+model on another shard) through our server in front of one valkey node and in front of a 3-primary cluster of
+the same binary, and the ratio.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ CLUSTER_COMMANDS: tuple[tuple[str, Command], ...] = (  # bench.cluster_bench's
     ("AI.TENSORGET META BLOB", ("AI.TENSORGET", "tensor0", "META", "BLOB")),
     ("AI.MODELEXECUTE, 3 shards", ("AI.MODELEXECUTE", "model3", "INPUTS", "1", "in0", "OUTPUTS", "1", "out2")),
     ("same, keys in one slot", ("AI.MODELEXECUTE", "{u}m", "INPUTS", "1", "{u}x", "OUTPUTS", "1", "{u}y")),
+    ("same, tensors in one slot", ("AI.MODELEXECUTE", "model3", "INPUTS", "1", "{u}x", "OUTPUTS", "1", "{u}y")),
 )
 
 

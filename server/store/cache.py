@@ -265,8 +265,10 @@ class DatabaseCache:
         """``key``'s cached replies out; also that we wrote a tensor there last, unless ``keep_written``."""
         if not keep_written:
             self.written.pop(key, None)
-        for entry in list(self._by_key.get(key, ())):
-            self.forget_entry(entry)
+        entries = self._by_key.get(key)
+        if entries:  # (no list made for a key with nothing cached: a write's outputs, every node's cache on a cluster)
+            for entry in list(entries):
+                self.forget_entry(entry)
 
     def note_written(self, keys: Sequence[bytes]) -> None:
         for key in keys:

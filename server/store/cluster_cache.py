@@ -86,17 +86,33 @@ class ClusterCache(TrackedCache):
         return number
 
     def held(self, db: int, commands: Sequence[tuple[bytes, ...]], hits: list[bool] | None = None) -> list[Any] | None:
-        """Every reply from the cache of the node that serves their keys, when they all share one node and it
-        holds them all, up to date (the keyspace's ``read_through`` asks this first: no coroutine); else None."""
+        """Every reply from the caches of the nodes that serve their keys, when each holds its part, up to date
+        (the keyspace's ``read_through`` asks this first: no coroutine; a run whose inputs share its outputs'
+        slot and whose model is on another shard, a stored graph's models); else None, and nothing counted."""
         if not commands:
             return None
-        number = self._number(commands[0][1])
+        numbers = [self._number(command[1]) for command in commands]
+        number = numbers[0]
+        for i in range(1, len(numbers)):
+            if numbers[i] != number:
+                return self._held_across(commands, numbers, hits)
         if number == UNROUTED:
             return None
-        for i in range(1, len(commands)):
-            if self._number(commands[i][1]) != number:
-                return None
         return TrackedCache.held(self, number, commands, hits)
+
+    def _held_across(self, commands: Sequence[tuple[bytes, ...]], numbers: list[int],
+                     hits: list[bool] | None) -> list[Any] | None:
+        """``held`` for commands whose keys several nodes serve (``numbers``): each from its node's cache."""
+        caches: list[DatabaseCache] = []
+        for i in range(len(commands)):
+            cache = self._dbs.get(numbers[i]) if numbers[i] != UNROUTED else None
+            if cache is None or not cache.holds(commands[i]) or not self._trusted(cache):
+                return None
+            caches.append(cache)
+        replies = [caches[i].lookup(commands[i])[1] for i in range(len(commands))]
+        if hits is not None:
+            hits.extend([True] * len(commands))
+        return replies
 
     async def read_many(self, db: int, commands: Sequence[tuple[bytes, ...]],
                         hits: list[bool] | None = None) -> list[Any]:

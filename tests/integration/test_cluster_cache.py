@@ -92,7 +92,8 @@ def test_cached_metadata_is_held_for_a_model_on_any_shard(
         cluster: LocalCluster, servers: tuple[RunningServer, RunningServer]) -> None:
     """The keyspace asks the cache's ``held`` first (no coroutine, no round trip): on a cluster it must look in
     the cache of the node serving each key — it looked in the first node's only, so a model on another shard
-    went the long way every run. Keys of two nodes are not held together (the long way then)."""
+    went the long way every run. Keys of two nodes are held together too, each from its node's cache (a run
+    whose inputs share its outputs' slot, its model elsewhere; a stored graph's models)."""
     models = keys_on_three_shards(cluster, "hd")
     conn = servers[0].client()
     _inputs(conn, "{hd}a", "{hd}b")
@@ -109,7 +110,9 @@ def test_cached_metadata_is_held_for_a_model_on_any_shard(
         found = asyncio.run_coroutine_threadsafe(held([model]), servers[0].loop).result(10)
         assert found is not None, model
         assert found[0] == owner(cluster, model).client().hmget(model, list(MODEL_META_FIELDS)), model
-    assert asyncio.run_coroutine_threadsafe(held(models[:2]), servers[0].loop).result(10) is None
+    both = asyncio.run_coroutine_threadsafe(held(models[:2]), servers[0].loop).result(10)
+    assert both == [owner(cluster, model).client().hmget(model, list(MODEL_META_FIELDS)) for model in models[:2]]
+    assert asyncio.run_coroutine_threadsafe(held([*models[:2], "{hd}never"]), servers[0].loop).result(10) is None
 
 
 def test_a_run_sends_one_script_to_the_models_shard_its_digest_check_and_counters_together(
