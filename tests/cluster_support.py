@@ -1,5 +1,6 @@
 """A real Redis Cluster on loopback for the tests: valkey-server nodes (the embedded store's binary), created
-with the CLI's ``--cluster create``; each node is a process this helper started and stops by its pid."""
+with the CLI's ``--cluster create``; each node is a process this helper started and stops by its pid. A TLS
+cluster (``tls=``) runs Debian's redis-server instead: the embedded store's valkey is built without TLS."""
 
 from __future__ import annotations
 
@@ -24,18 +25,54 @@ from tests.support import wait_for_port, wait_until
 class ClusterNode:
     port: int
     proc: subprocess.Popen[bytes]
+    password: str = ""  # the default user's (``requirepass``), when the cluster has one
+    tls_ca: str = ""  # the CA that signed the node's certificate, when it speaks TLS only
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}"
+        login = f":{self.password}@" if self.password else ""
+        return f"{'rediss' if self.tls_ca else 'redis'}://{login}127.0.0.1:{self.port}"
 
     def client(self) -> redis.Redis:
-        return redis.Redis(port=self.port, socket_timeout=10)
+        if self.tls_ca:
+            return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10, password=self.password or None,
+                               ssl=True, ssl_ca_certs=self.tls_ca)  # the certificate names 127.0.0.1
+        return redis.Redis(port=self.port, socket_timeout=10, password=self.password or None)
 
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """A test CA and a certificate it signed for 127.0.0.1 (PEM files)."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+    def node_options(self, port: int) -> tuple[str, ...]:
+        """A node that speaks TLS only, on ``port``, to clients and to the other nodes."""
+        return ("--port", "0", "--tls-port", str(port), "--tls-cluster", "yes", "--tls-replication", "yes",
+                "--tls-cert-file", str(self.cert), "--tls-key-file", str(self.key),
+                "--tls-ca-cert-file", str(self.ca), "--tls-auth-clients", "no")
+
+
+def make_tls_files(directory: Path) -> TlsFiles:
+    """A CA and a 127.0.0.1 certificate, made with the ``openssl`` command (valid two days)."""
+    ca, ca_key = directory / "ca.crt", directory / "ca.key"
+    cert, key, request, extensions = (directory / name for name in ("node.crt", "node.key", "node.csr", "san.cnf"))
+    extensions.write_text("subjectAltName=IP:127.0.0.1\n")
+    for command in (
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca, "-days", "2",
+             "-subj", "/CN=redisai-test-ca"],
+            ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", request, "-subj", "/CN=127.0.0.1"],
+            ["x509", "-req", "-in", request, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", cert,
+             "-days", "2", "-extfile", extensions]):
+        subprocess.run(["openssl", *map(str, command)], check=True, capture_output=True, timeout=60)
+    return TlsFiles(ca, cert, key)
 
 
 @dataclass
@@ -96,15 +133,16 @@ def _state_ok(node: ClusterNode) -> bool:
     return "cluster_state:ok" in (info.decode() if isinstance(info, bytes) else str(info))
 
 
-def _start_node(workdir: Path, port: int, full_coverage: bool = True) -> ClusterNode:
-    binary = find_store_binary("")
+def _start_node(workdir: Path, port: int, full_coverage: bool = True, options: tuple[str, ...] = (),
+                binary: str = "") -> ClusterNode:
+    binary = binary or find_store_binary("")
     node_dir = workdir / str(port)
     node_dir.mkdir()
     proc = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
          "--cluster-config-file", str(node_dir / "nodes.conf"), "--cluster-node-timeout", "1000",
          "--save", "", "--appendonly", "no", "--dir", str(node_dir), "--protected-mode", "no",
-         "--cluster-require-full-coverage", "yes" if full_coverage else "no"],
+         "--cluster-require-full-coverage", "yes" if full_coverage else "no", *options],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for_port(port)
     return ClusterNode(port, proc)
@@ -141,15 +179,28 @@ def _cli_binary() -> str:
 
 
 @contextmanager
-def local_cluster(primaries: int = 3, replicas: int = 1, full_coverage: bool = True) -> Iterator[LocalCluster]:
+def local_cluster(primaries: int = 3, replicas: int = 1, full_coverage: bool = True, password: str = "",
+                  node_options: tuple[str, ...] = (), tls: TlsFiles | None = None) -> Iterator[LocalCluster]:
     """``primaries`` primaries, each with ``replicas`` replicas, all slots covered, cluster_state:ok.
-    ``full_coverage=False``: the other shards keep serving while one primary is down (a test that stops one)."""
+    ``full_coverage=False``: the other shards keep serving while one primary is down (a test that stops one).
+    ``password``: every node's ``requirepass`` (and ``masterauth``); ``node_options``: more options for each
+    node (an ACL ``--user``, …); ``tls``: nodes that speak TLS only (redis-server)."""
     workdir = Path(tempfile.mkdtemp(prefix="redisai-cluster-"))
     cluster = LocalCluster()
+    login = ("--requirepass", password, "--masterauth", password) if password else ()
+    binary = (shutil.which("redis-server") or "redis-server") if tls else find_store_binary("")
+    cli = (shutil.which("redis-cli") or "redis-cli") if tls else _cli_binary()
     try:
         for _ in range(primaries * (1 + replicas)):
-            cluster.nodes.append(_start_node(workdir, _cluster_port(), full_coverage))
-        subprocess.run([_cli_binary(), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in cluster.nodes),
+            port = _cluster_port()
+            options = (*login, *node_options, *(tls.node_options(port) if tls else ()))
+            node = _start_node(workdir, port, full_coverage, options, binary)
+            node.password = password
+            node.tls_ca = str(tls.ca) if tls else ""
+            cluster.nodes.append(node)
+        subprocess.run([cli, *(("-a", password, "--no-auth-warning") if password else ()),
+                        *(("--tls", "--cacert", str(tls.ca)) if tls else ()),
+                        "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in cluster.nodes),
                         "--cluster-replicas", str(replicas), "--cluster-yes"],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
         cluster.wait_healthy()

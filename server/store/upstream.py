@@ -272,4 +272,5 @@ async def _connect_and_login(address: StoreAddress, db: int, protocol: UpstreamP
         protocol.write(pack_command(argv))
         reply = await future
         if isinstance(reply, AIError) or (isinstance(reply, bytes) and reply.startswith(b"-")):
-            raise ConnectionError(f"{argv[0].decode()} failed: {reply!r}")
+            said = reply.message if isinstance(reply, AIError) else reply[1:].decode(errors="replace").strip()
+            raise ConnectionError(f"{argv[0].decode()} failed: {said}")  # the store's words, not a repr
