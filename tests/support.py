@@ -257,11 +257,17 @@ def ci() -> bool:
 
 def redis_server_binary() -> str:
     """Debian's redis-server: CI must provide it (its absence fails there), elsewhere its tests are skipped."""
-    binary = shutil.which("redis-server")
+    return ci_tool("redis-server")
+
+
+def ci_tool(name: str) -> str:
+    """A Debian package's program that ``.ci/run`` installs: its absence fails the test in CI, and skips it
+    elsewhere (a developer machine without it)."""
+    binary = shutil.which(name)
     if binary is None:
         if ci():
-            pytest.fail("CI must provide redis-server (apt-get install redis-server)")
-        pytest.skip("redis-server is not installed here; CI installs it")
+            pytest.fail(f"CI must provide {name} (apt-get install {name})")
+        pytest.skip(f"{name} is not installed here; CI installs it")
     return binary
 
 

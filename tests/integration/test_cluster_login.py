@@ -8,7 +8,6 @@ our words; so does a node certificate the server does not trust."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ import redis
 from server.config import Config
 from tests.cluster_support import LocalCluster, keys_on_three_shards, local_cluster, make_tls_files, owner
 from tests.models import torch_add
-from tests.support import ci, free_port, redis_server_binary, running_server
+from tests.support import ci_tool, free_port, running_server
 
 PASSWORD = "s3cret"
 ACL_USER = ("--user", "ai", "on", ">aipass", "~*", "&*", "+@all", "-cluster|shards")
@@ -35,6 +34,15 @@ def locked() -> Iterator[LocalCluster]:
 
 def _seed(cluster: LocalCluster, login: str) -> str:
     return f"redis://{login}@127.0.0.1:{cluster.nodes[0].port}"
+
+
+def _refused_at_start(url: str, **env: str) -> str:
+    """What the server says on stderr when it cannot start in front of ``url`` (it must exit 1)."""
+    out = subprocess.run([sys.executable, "-m", "server", "--port", str(free_port()), "--redis-url", url],
+                         capture_output=True, text=True, timeout=60, env={**os.environ, **env})
+    assert out.returncode == 1
+    assert "redisai-server:" in out.stderr, out.stderr
+    return out.stderr
 
 
 def _run_over_three_shards(conn: redis.Redis, cluster: LocalCluster, prefix: str) -> None:
@@ -74,12 +82,9 @@ def test_an_acl_user_without_cluster_shards_reads_the_map_with_cluster_slots(loc
 
 
 def test_a_wrong_password_stops_the_server_at_start_in_our_words(locked: LocalCluster) -> None:
-    out = subprocess.run([sys.executable, "-m", "server", "--port", str(free_port()), "--redis-url",
-                          _seed(locked, ":wrong")], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 1
-    assert "redisai-server:" in out.stderr, out.stderr
-    assert "AUTH failed: WRONGPASS invalid username-password pair" in out.stderr, out.stderr  # no repr
-    assert ":wrong@" not in out.stderr  # the URL, if named, with its password left out
+    said = _refused_at_start(_seed(locked, ":wrong"))
+    assert "AUTH failed: WRONGPASS invalid username-password pair" in said, said  # no repr
+    assert ":wrong@" not in said  # the URL, if named, with its password left out
 
 
 @pytest.fixture(scope="module")
@@ -87,11 +92,8 @@ def tls_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClust
     """Three redis-server primaries speaking TLS only, to clients and on the cluster bus, with a password.
     Debian's redis-server (the embedded store's valkey is built without TLS) and openssl: CI provides both;
     elsewhere, without them, these tests are skipped."""
-    redis_server_binary()
-    if shutil.which("openssl") is None:
-        if ci():
-            pytest.fail("CI must provide openssl (apt-get install openssl)")
-        pytest.skip("openssl is not installed here; CI installs it")
+    ci_tool("redis-server")
+    ci_tool("openssl")
     files = make_tls_files(tmp_path_factory.mktemp("tls"))
     with local_cluster(primaries=3, replicas=0, password=PASSWORD, tls=files) as cluster:
         yield cluster
@@ -102,8 +104,8 @@ def test_a_tls_only_cluster_is_reached_over_tls_on_every_node(tls_cluster: Local
     """``rediss://`` on the seed: every node the map names is reached over TLS, its certificate checked
     against the CA the server trusts (here through OpenSSL's ``SSL_CERT_FILE``, as docs/deployment.md says)."""
     monkeypatch.setenv("SSL_CERT_FILE", tls_cluster.nodes[0].tls_ca)
-    seed = f"rediss://:{PASSWORD}@127.0.0.1:{tls_cluster.nodes[0].port}"
-    with running_server(Config(port=0, redis_url=seed)) as server:
+    assert tls_cluster.seed_url.startswith("rediss://")
+    with running_server(Config(port=0, redis_url=tls_cluster.seed_url)) as server:
         conn = server.client()
         _run_over_three_shards(conn, tls_cluster, "tls")
         assert int(conn.info("ai")["ai_cache_hits"]) >= 1
@@ -114,8 +116,5 @@ def test_a_node_certificate_the_server_does_not_trust_stops_it_at_start(tls_clus
                                                                         tmp_path: Path) -> None:
     """Another CA in SSL_CERT_FILE: the handshake fails and the server says so, instead of talking in clear."""
     other = make_tls_files(tmp_path)
-    seed = f"rediss://:{PASSWORD}@127.0.0.1:{tls_cluster.nodes[0].port}"
-    out = subprocess.run([sys.executable, "-m", "server", "--port", str(free_port()), "--redis-url", seed],
-                         capture_output=True, text=True, timeout=60, env={**os.environ, "SSL_CERT_FILE": str(other.ca)})
-    assert out.returncode == 1
-    assert "redisai-server:" in out.stderr and "CERTIFICATE_VERIFY_FAILED" in out.stderr, out.stderr
+    said = _refused_at_start(tls_cluster.seed_url, SSL_CERT_FILE=str(other.ca))
+    assert "CERTIFICATE_VERIFY_FAILED" in said, said
