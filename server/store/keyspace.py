@@ -239,13 +239,14 @@ class Keyspace:
         tags = self._tags
         if tags is None:
             return [set_tensors_call(keys, values, empty_is_free, checked, inputs, counters)], True
+        slot = _one_slot(tags, keys, checked, inputs)
+        if slot is not None:  # one slot (AI.TENSORSET, a run's keys tagged alike): one call, no grouping lists
+            inside = _counted_in(tags, counters, slot)
+            return [set_tensors_call(keys, values, empty_is_free, checked, inputs, counters if inside else ())], inside
         key_slots = [tags.slot(key) for key in keys]
         checked_in = [tags.slot(pair[0]) for pair in checked]
         inputs_in = [tags.slot(pair[0]) for pair in inputs]
         counters_in = [tags.slot(call[1][0]) for call in counters]
-        if key_slots and _all_equal(key_slots, checked_in, inputs_in):  # one slot (AI.TENSORSET …): one call
-            inside = _all_equal(key_slots, counters_in)
-            return [set_tensors_call(keys, values, empty_is_free, checked, inputs, counters if inside else ())], inside
         return _per_slot_writes(keys, values, key_slots, checked, checked_in, inputs, inputs_in, counters,
                                 counters_in, empty_is_free)
 
@@ -310,10 +311,32 @@ def _slot_write(groups: dict[int, _SlotWrite], slot: int) -> _SlotWrite:
     return group
 
 
-def _all_equal(first: list[int], *more: list[int]) -> bool:
-    """Whether every slot in ``first`` (not empty) and ``more`` is the same one."""
-    slot = first[0]
-    return all(at == slot for at in first) and all(at == slot for slots in more for at in slots)
+def _one_slot(tags: SlotTags, keys: Sequence[bytes], checked: Sequence[tuple[bytes, str]],
+              inputs: Sequence[tuple[bytes, bytes]]) -> int | None:
+    """The slot that every key, checked key and cached input is in; None when they spread (or there is no
+    key). Index loops that stop at the first other slot: the one-slot write of every AI.TENSORSET builds no
+    list of slots (~3k instructions a write, where they were built and compared)."""
+    if not keys:
+        return None
+    slot = tags.slot(keys[0])
+    for i in range(1, len(keys)):
+        if tags.slot(keys[i]) != slot:
+            return None
+    for i in range(len(checked)):
+        if tags.slot(checked[i][0]) != slot:
+            return None
+    for i in range(len(inputs)):
+        if tags.slot(inputs[i][0]) != slot:
+            return None
+    return slot
+
+
+def _counted_in(tags: SlotTags, counters: Sequence[ScriptCall], slot: int) -> bool:
+    """Whether every AI.INFO counter (a RECORD_RUN call: its first key) is in ``slot``."""
+    for i in range(len(counters)):
+        if tags.slot(counters[i][1][0]) != slot:
+            return False
+    return True
 
 
 def _no_script(reply: AIError) -> bool:

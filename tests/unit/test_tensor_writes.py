@@ -83,3 +83,27 @@ def test_one_store_takes_everything_in_one_call() -> None:
     calls, inside = keyspace._tensor_writes([OUT_A, INPUT], [b"x", b"y"], True, [(MODEL, DIGEST)], [(b"k", b"v")])
     assert inside and len(calls) == 1
     assert calls[0][1] == [OUT_A, INPUT, MODEL, b"k"]
+
+
+def test_keys_in_one_slot_take_one_call_with_their_counters_only_when_those_share_it() -> None:
+    keyspace = _cluster_keyspace()
+    model, cached = b"{t}m", b"{t}x"
+    here = record_run_call(keyspace.stats_key(model), 1, 10, 1, 0)
+    calls, inside = keyspace._tensor_writes([OUT_A, OUT_B], [b"x", b"y"], True, [(model, DIGEST)],
+                                            [(cached, b"v")], [here])
+    assert inside
+    assert calls == [(SET_TENSORS, [OUT_A, OUT_B, model, cached, keyspace.stats_key(model)],
+                      [b"1", b".", b".", b".", b"x", b"y", DIGEST.encode(), b"v", b"1", b"10", b"1", b"0"])]
+    elsewhere = record_run_call(keyspace.stats_key(MODEL), 1, 10, 1, 0)
+    calls, inside = keyspace._tensor_writes([OUT_A], [b"x"], False, [], [], [here, elsewhere])
+    assert not inside  # the caller sends both counters beside the write
+    assert calls == [(SET_TENSORS, [OUT_A], [b"0", b"", b"", b"", b"x"])]
+
+
+def test_a_key_in_another_slot_anywhere_splits_the_write() -> None:
+    keyspace = _cluster_keyspace()
+    for checked, inputs in (([(MODEL, DIGEST)], []), ([], [(INPUT, b"v")])):
+        calls, _inside = keyspace._tensor_writes([OUT_A, OUT_B], [b"x", b"y"], True, checked, inputs)
+        assert [call[1] for call in calls] == [[OUT_A, OUT_B], [MODEL if checked else INPUT]]
+    calls, _inside = keyspace._tensor_writes([OUT_A, INPUT], [b"x", b"y"], True, [])
+    assert [call[1] for call in calls] == [[OUT_A], [INPUT]]
