@@ -8,6 +8,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# mypyc's shared library (make compile) is a top-level module at the tree's root, which the editable install does
+# not map (it maps the packages only): a .pth file puts the root on the virtualenv's path, so the redisai-server
+# command (make run) finds it from any directory (tests/integration/test_entry_point.py)
+ROOT_ON_PATH := $(VENV)/.root-on-path
 TORCH := torch==2.13.0
 # A plain install from PyPI brings torch's CUDA build (several GB); on an ordinary machine take the CPU-only
 # build from PyTorch's index: make venv TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
@@ -19,7 +23,7 @@ HOT_SOURCES := $(shell sed -n 's/^    "\([a-z_.]*\)",$$/\1/p' server/compiled.py
 
 .PHONY: venv compile purge-compiled run test lint typecheck bench soak clean
 
-venv: $(STAMP)
+venv: $(STAMP) $(ROOT_ON_PATH)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +32,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL)) $(TORCH)
 	$(BIN)/pip install --quiet -e '.[torch,onnx,tf,tflite,uvloop,metrics,dev]'
 	touch $(STAMP)
+
+$(ROOT_ON_PATH): $(STAMP)
+	$(BIN)/python -c 'import sys, sysconfig; open(sysconfig.get_path("purelib") + "/redisai_server_root.pth", "w").write(sys.argv[1] + "\n")' "$(CURDIR)"
+	touch $(ROOT_ON_PATH)
 
 # The compiled modules land beside their sources (*.so, ignored by git); COMPILE=0 removes them instead.
 ifeq ($(COMPILE),1)
