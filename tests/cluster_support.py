@@ -133,9 +133,7 @@ def _state_ok(node: ClusterNode) -> bool:
     return "cluster_state:ok" in (info.decode() if isinstance(info, bytes) else str(info))
 
 
-def _start_node(workdir: Path, port: int, full_coverage: bool = True, options: tuple[str, ...] = (),
-                binary: str = "") -> ClusterNode:
-    binary = binary or find_store_binary("")
+def _start_node(workdir: Path, port: int, full_coverage: bool, options: tuple[str, ...], binary: str) -> ClusterNode:
     node_dir = workdir / str(port)
     node_dir.mkdir()
     proc = subprocess.Popen(

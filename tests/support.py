@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 import redis
@@ -265,10 +265,16 @@ def ci_tool(name: str) -> str:
     elsewhere (a developer machine without it)."""
     binary = shutil.which(name)
     if binary is None:
-        if ci():
-            pytest.fail(f"CI must provide {name} (apt-get install {name})")
-        pytest.skip(f"{name} is not installed here; CI installs it")
+        missing_outside_ci(f"{name} (apt-get install {name})", f"{name} is not installed here; CI installs it")
     return binary
+
+
+def missing_outside_ci(what: str, why_skipped: str) -> NoReturn:
+    """Something CI always provides is missing: the test fails in CI (``what`` it must provide) and is skipped
+    elsewhere (``why_skipped``), never skipped where CI runs it."""
+    if ci():
+        pytest.fail(f"CI must provide {what}")
+    pytest.skip(why_skipped)
 
 
 def run_client_script(python: Path, script: str, *args: object, expect: str) -> None:
