@@ -30,6 +30,8 @@ HOT_MODULES: tuple[str, ...] = (
     "server.commands.client_state",
     "server.ops.stats",
     "server.store.keyspace",
+    "server.store.shared_checks",
+    "server.store.slot_writes",
     "server.store.upstream",
     "server.store.redis",
     "server.store.embedded",

@@ -18,7 +18,7 @@ import redis
 
 from server.store.cluster_keys import key_slot
 from server.store.process import find_store_binary
-from tests.support import wait_for_port, wait_until
+from tests.support import RunningServer, wait_for_port, wait_until
 
 
 @dataclass
@@ -264,3 +264,10 @@ def writes_tensor(conn: redis.Redis, key: str, value: int) -> bool:
         return bool(conn.execute_command("AI.TENSORSET", key, "INT64", 1, "VALUES", value) == b"OK")
     except redis.RedisError:
         return False
+
+
+def lose_pushes(server: RunningServer) -> None:
+    """Every invalidation push to ``server`` is lost from now on: its cached metadata goes stale (what a push
+    still on its way looks like, made to last)."""
+    for cache in server.server.ctx.store.cache._dbs.values():
+        cache.link._on_invalidate = lambda keys: None

@@ -18,6 +18,8 @@ from backends.errors import AIError, raise_if_unavailable
 from server.store.atomic import SCRIPTS, STATS_PREFIX, ScriptCall, StoreScript, set_tensors_call, stats_key
 from server.store.cache import TrackedCache, TrackingRefused
 from server.store.cluster_keys import SlotTags
+from server.store.shared_checks import SharedChecks
+from server.store.slot_writes import model_apart, tensor_writes
 
 Arg = bytes | str | int | float | memoryview
 
@@ -59,6 +61,8 @@ class Keyspace:
         self.db = db
         self._cache = cache if cache is not None and cache.enabled else None
         self._tags = slot_tags  # a cluster's: derived keys are put in their object's slot
+        # a cluster's runs of one model whose outputs are elsewhere share its check (server/store/shared_checks.py)
+        self._shared = SharedChecks(self.run_scripts) if slot_tags is not None else None
 
     def stats_key(self, key: bytes) -> bytes:
         """Where the AI.INFO counters of ``key`` live; on a cluster, in ``key``'s slot (a hash tag that maps
@@ -196,15 +200,58 @@ class Keyspace:
         # runs writing the same output (50 clients of one model) would all miss the cache and re-check the type
         # (the write script checks it again, atomically, either way). A refused write drops the mark.
         self.forget(keys, keep_written=True)
-        checked = [*([model] if model is not None else []), *guards]  # read, not written: cached metadata stays
-        heads, counted = self._tensor_writes(keys, to_argv(values), empty_is_free, checked, inputs, also)
-        replies = await self.run_scripts(heads if counted else [*heads, *also])
-        for reply in replies[: len(heads)]:
+        encoded = to_argv(values)
+        shared = self._shared
+        if (shared is not None and model is not None and not guards
+                and model_apart(self._tags, keys, model, inputs, also)):
+            replies = await self._write_apart(shared, keys, encoded, empty_is_free, model, inputs, also)
+            self._raise_refused(keys, replies)
+        else:
+            await self._write_by_slot(keys, encoded, empty_is_free, [model] if model is not None else [], guards,
+                                      inputs, also)
+        if self._cache is not None:
+            self._cache.note_written(self.db, keys)
+
+    def _raise_refused(self, keys: Sequence[bytes], replies: list[Any]) -> None:
+        """The first refusal among a write's replies (WRONGTYPE, STALEMODEL …), its keys dropped from the cache."""
+        for reply in replies:
             if isinstance(reply, AIError):
                 self.forget(keys)
                 raise reply
-        if self._cache is not None:
-            self._cache.note_written(self.db, keys)
+
+    async def _write_by_slot(self, keys: Sequence[bytes], encoded: list[bytes], empty_is_free: bool,
+                             model: list[tuple[bytes, str]], guards: Sequence[tuple[bytes, str]],
+                             inputs: Sequence[tuple[bytes, bytes]], counters: Sequence[ScriptCall]) -> None:
+        """The write as ``_tensor_writes`` splits it (one call on one store), in one round trip."""
+        checked = [*model, *guards]  # read, not written: cached metadata stays
+        heads, counted = self._tensor_writes(keys, encoded, empty_is_free, checked, inputs, counters)
+        replies = await self.run_scripts(heads if counted else [*heads, *counters])
+        self._raise_refused(keys, replies[: len(heads)])
+
+    async def _write_apart(self, shared: SharedChecks, keys: Sequence[bytes], encoded: list[bytes],
+                           empty_is_free: bool, model: tuple[bytes, str], inputs: Sequence[tuple[bytes, bytes]],
+                           counters: Sequence[ScriptCall]) -> list[Any]:
+        """The outputs' write on their shard; the model's check (with its counters) on its own shard, joined with
+        the loop iteration's other runs of that model (server/store/shared_checks.py) when other such writes are
+        waiting — alone (one client), in the same pipeline call as the outputs', which costs less than a call
+        shared by one. The replies of the two calls."""
+        if not shared.writes_waiting:
+            heads, _ = self._tensor_writes(keys, encoded, empty_is_free, [model], inputs, counters)
+            shared.writes_waiting += 1
+            try:
+                return await self.run_scripts(heads)
+            finally:
+                shared.writes_waiting -= 1
+        check = shared.join(model[0], model[1], counters)
+        shared.writes_waiting += 1
+        try:
+            (written,) = await self.run_scripts([set_tensors_call(keys, encoded, empty_is_free, (), inputs, ())])
+            checked, raised = await check
+        finally:
+            shared.writes_waiting -= 1
+        if raised:
+            raise checked
+        return [written, checked]
 
     def verifies_inputs(self, inputs: Sequence[bytes], outputs: Sequence[bytes]) -> bool:
         """Whether a run's inputs may come from the coherent cache: the output write then checks their values
@@ -230,25 +277,8 @@ class Keyspace:
                        checked: Sequence[tuple[bytes, str]],
                        inputs: Sequence[tuple[bytes, bytes]] = (),
                        counters: Sequence[ScriptCall] = ()) -> tuple[list[ScriptCall], bool]:
-        """One SET_TENSORS call, the AI.INFO ``counters`` (RECORD_RUN calls) made inside it — or, on a cluster,
-        one per slot of the keys, each atomic on its shard. The (key, digest) pairs ``checked`` and the cached
-        ``inputs`` ride with the keys of their slot; checks in a slot with no output are made on their own shard
-        in the same round trip (a SET_TENSORS with no tensor). On a cluster the counters go into the call of
-        their slot when there is one (a model's counters live in its slot: with its digest check, when its
-        outputs are elsewhere). The calls, and whether the counters are in them (else the caller sends them)."""
-        tags = self._tags
-        if tags is None:
-            return [set_tensors_call(keys, values, empty_is_free, checked, inputs, counters)], True
-        slot = _one_slot(tags, keys, checked, inputs)
-        if slot is not None:  # one slot (AI.TENSORSET, a run's keys tagged alike): one call, no grouping lists
-            inside = _counted_in(tags, counters, slot)
-            return [set_tensors_call(keys, values, empty_is_free, checked, inputs, counters if inside else ())], inside
-        key_slots = [tags.slot(key) for key in keys]
-        checked_in = [tags.slot(pair[0]) for pair in checked]
-        inputs_in = [tags.slot(pair[0]) for pair in inputs]
-        counters_in = [tags.slot(call[1][0]) for call in counters]
-        return _per_slot_writes(keys, values, key_slots, checked, checked_in, inputs, inputs_in, counters,
-                                counters_in, empty_is_free)
+        """The script calls of a write, by slot on a cluster (server/store/slot_writes.py ``tensor_writes``)."""
+        return tensor_writes(self._tags, keys, values, empty_is_free, checked, inputs, counters)
 
     async def write_atomic(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
         """Run ``commands`` as one MULTI/EXEC transaction in one round trip; return EXEC's replies."""
@@ -267,76 +297,6 @@ class Keyspace:
         if result is None or queued_errors:
             raise queued_errors[0] if queued_errors else AIError(msgs.TRANSACTION_ABORTED_MSG)
         return list(result)
-
-
-# one slot's part of a write: its tensor keys and values, the (key, digest) checks, cached inputs and AI.INFO
-# counters there
-_SlotWrite = tuple[list[bytes], list[bytes], list[tuple[bytes, str]], list[tuple[bytes, bytes]], list[ScriptCall]]
-
-
-def _per_slot_writes(keys: Sequence[bytes], values: list[bytes], key_slots: list[int],
-                     checked: Sequence[tuple[bytes, str]], checked_in: list[int],
-                     inputs: Sequence[tuple[bytes, bytes]], inputs_in: list[int],
-                     counters: Sequence[ScriptCall], counters_in: list[int],
-                     empty_is_free: bool) -> tuple[list[ScriptCall], bool]:
-    """One SET_TENSORS per slot (each item given its slot): its keys, with the checks and cached inputs of that
-    slot; a slot with checks and no key gets a SET_TENSORS with no tensor, which only checks, on the shard that
-    holds them, alongside the outputs' writes on the others (docs/deployment.md, "Redis Cluster": what a
-    STALEMODEL there means for those writes). The counters go into their slots' calls when every one has a
-    call (whether they did is returned); the counters are added whatever the checks find, as beside them."""
-    groups: dict[int, _SlotWrite] = {}
-    for i in range(len(keys)):  # index loops: compiled, where zip(..., strict=True) is a call with a keyword
-        group = _slot_write(groups, key_slots[i])
-        group[0].append(keys[i])
-        group[1].append(values[i])
-    for i in range(len(checked)):
-        _slot_write(groups, checked_in[i])[2].append(checked[i])
-    for i in range(len(inputs)):
-        _slot_write(groups, inputs_in[i])[3].append(inputs[i])
-    inside = True
-    for slot in counters_in:
-        inside = inside and slot in groups
-    if inside:
-        for i in range(len(counters)):
-            groups[counters_in[i]][4].append(counters[i])
-    calls = [set_tensors_call(group[0], group[1], empty_is_free, group[2], group[3], group[4])
-             for group in groups.values()]
-    return calls, inside
-
-
-def _slot_write(groups: dict[int, _SlotWrite], slot: int) -> _SlotWrite:
-    group = groups.get(slot)
-    if group is None:
-        group = groups[slot] = ([], [], [], [], [])
-    return group
-
-
-def _one_slot(tags: SlotTags, keys: Sequence[bytes], checked: Sequence[tuple[bytes, str]],
-              inputs: Sequence[tuple[bytes, bytes]]) -> int | None:
-    """The slot that every key, checked key and cached input is in; None when they spread (or there is no
-    key). Index loops that stop at the first other slot: the one-slot write of every AI.TENSORSET builds no
-    list of slots (~3k instructions a write, where they were built and compared)."""
-    if not keys:
-        return None
-    slot = tags.slot(keys[0])
-    for i in range(1, len(keys)):
-        if tags.slot(keys[i]) != slot:
-            return None
-    for i in range(len(checked)):
-        if tags.slot(checked[i][0]) != slot:
-            return None
-    for i in range(len(inputs)):
-        if tags.slot(inputs[i][0]) != slot:
-            return None
-    return slot
-
-
-def _counted_in(tags: SlotTags, counters: Sequence[ScriptCall], slot: int) -> bool:
-    """Whether every AI.INFO counter (a RECORD_RUN call: its first key) is in ``slot``."""
-    for i in range(len(counters)):
-        if tags.slot(counters[i][1][0]) != slot:
-            return False
-    return True
 
 
 def _no_script(reply: AIError) -> bool:

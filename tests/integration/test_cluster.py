@@ -33,12 +33,6 @@ from tests.support import RunningServer, free_port, running_server, wait_until
 
 
 @pytest.fixture
-def cluster(redis_cluster: LocalCluster) -> LocalCluster:
-    redis_cluster.flush()
-    return redis_cluster
-
-
-@pytest.fixture
 def cluster_server(cluster: LocalCluster) -> Iterator[RunningServer]:
     with running_server(Config(port=0, redis_url=cluster.seed_url, shutdown_timeout=2.0)) as running:
         yield running

@@ -6,36 +6,22 @@ run stale — even with this server's invalidation pushes lost, and even when th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
 
 from backends.objects import MODEL_META_FIELDS
-from server.config import Config
 from server.store.cluster_keys import key_slot
-from tests.cluster_support import LocalCluster, assign_slot, keys_on_three_shards, owner, served_by
+from tests.cluster_support import LocalCluster, assign_slot, keys_on_three_shards, lose_pushes, owner, served_by
 from tests.models import torch_add, torch_mul
-from tests.support import RunningServer, running_server, wait_until
+from tests.support import RunningServer, wait_until
 
 ONE_TWO = b"\x00\x00\x80?\x00\x00\x00@"  # float32 [1, 2]
 THREE_FOUR = b"\x00\x00@@\x00\x00\x80@"  # float32 [3, 4]
 SUM, PRODUCT = [4.0, 6.0], [3.0, 8.0]
 
 
-@pytest.fixture
-def cluster(redis_cluster: LocalCluster) -> LocalCluster:
-    redis_cluster.flush()
-    return redis_cluster
-
-
-@pytest.fixture
-def servers(cluster: LocalCluster) -> Iterator[tuple[RunningServer, RunningServer]]:
-    """Two servers in front of the one cluster: A (ours) and B (theirs)."""
-    config = Config(port=0, redis_url=cluster.seed_url, shutdown_timeout=2.0)
-    with running_server(config) as ours, running_server(config) as theirs:
-        yield ours, theirs
 
 
 @pytest.fixture
@@ -63,12 +49,6 @@ def _run(conn: redis.Redis, model: str, a: str, b: str, c: str) -> None:
     assert conn.execute_command("AI.MODELEXECUTE", model, "INPUTS", 2, a, b, "OUTPUTS", 1, c) == b"OK"
 
 
-def _lose_pushes(server: RunningServer) -> None:
-    """Every invalidation push to ``server`` is lost from now on: its cached metadata goes stale."""
-    for cache in server.server.ctx.store.cache._dbs.values():
-        cache.link._on_invalidate = lambda keys: None
-
-
 def _hits_of_five_runs(conn: redis.Redis, model: str, a: str, b: str, c: str) -> int:
     """The model stored, its inputs set and one run made; the cache hits of five more runs (each checked)."""
     conn.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
@@ -82,46 +62,46 @@ def _hits_of_five_runs(conn: redis.Redis, model: str, a: str, b: str, c: str) ->
 
 
 def test_repeated_runs_over_three_shards_read_the_metadata_from_the_cache(
-        servers: tuple[RunningServer, RunningServer], layout: tuple[str, str, str, str]) -> None:
+        cluster_servers: tuple[RunningServer, RunningServer], layout: tuple[str, str, str, str]) -> None:
     """Inputs the output write cannot check atomically (another slot) never come from the cache."""
-    assert 4 <= _hits_of_five_runs(servers[0].client(), *layout) <= 5  # the metadata only
+    assert 4 <= _hits_of_five_runs(cluster_servers[0].client(), *layout) <= 5  # the metadata only
     assert key_slot(layout[0].encode()) not in {key_slot(k.encode()) for k in layout[1:]}
 
 
 def test_cached_metadata_is_held_for_a_model_on_any_shard(
-        cluster: LocalCluster, servers: tuple[RunningServer, RunningServer]) -> None:
+        cluster: LocalCluster, cluster_servers: tuple[RunningServer, RunningServer]) -> None:
     """The keyspace asks the cache's ``held`` first (no coroutine, no round trip): on a cluster it must look in
     the cache of the node serving each key — it looked in the first node's only, so a model on another shard
     went the long way every run. Keys of two nodes are held together too, each from its node's cache (a run
     whose inputs share its outputs' slot, its model elsewhere; a stored graph's models)."""
     models = keys_on_three_shards(cluster, "hd")
-    conn = servers[0].client()
+    conn = cluster_servers[0].client()
     _inputs(conn, "{hd}a", "{hd}b")
     for model in models:
         conn.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
         _run(conn, model, "{hd}a", "{hd}b", "{hd}c")
-    server = servers[0].server
+    server = cluster_servers[0].server
     cache = server.ctx.store.cache
 
     async def held(keys: list[str]) -> list[Any] | None:
         return cache.held(0, [(b"HMGET", key.encode(), *MODEL_META_FIELDS) for key in keys])
 
     for model in models:
-        found = asyncio.run_coroutine_threadsafe(held([model]), servers[0].loop).result(10)
+        found = asyncio.run_coroutine_threadsafe(held([model]), cluster_servers[0].loop).result(10)
         assert found is not None, model
         assert found[0] == owner(cluster, model).client().hmget(model, list(MODEL_META_FIELDS)), model
-    both = asyncio.run_coroutine_threadsafe(held(models[:2]), servers[0].loop).result(10)
+    both = asyncio.run_coroutine_threadsafe(held(models[:2]), cluster_servers[0].loop).result(10)
     assert both == [owner(cluster, model).client().hmget(model, list(MODEL_META_FIELDS)) for model in models[:2]]
-    assert asyncio.run_coroutine_threadsafe(held([*models[:2], "{hd}never"]), servers[0].loop).result(10) is None
+    assert asyncio.run_coroutine_threadsafe(held([*models[:2], "{hd}never"]), cluster_servers[0].loop).result(10) is None
 
 
 def test_a_run_sends_one_script_to_the_models_shard_its_digest_check_and_counters_together(
-        servers: tuple[RunningServer, RunningServer], layout: tuple[str, str, str, str], cluster: LocalCluster) -> None:
+        cluster_servers: tuple[RunningServer, RunningServer], layout: tuple[str, str, str, str], cluster: LocalCluster) -> None:
     """The model's slot holds no output: its digest check (a SET_TENSORS with no tensor) carries the run's AI.INFO
     counters, which live in the model's slot — one EVALSHA on that shard a run, where RECORD_RUN went beside it.
     The counters still count every run."""
     model, a, b, c = layout
-    conn = servers[0].client()
+    conn = cluster_servers[0].client()
     conn.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
     _inputs(conn, a, b)
     _run(conn, model, a, b, c)  # the metadata is cached from here on
@@ -140,9 +120,9 @@ def test_a_run_sends_one_script_to_the_models_shard_its_digest_check_and_counter
 
 
 def test_a_model_restored_through_another_server_is_never_run_stale(
-        servers: tuple[RunningServer, RunningServer], layout: tuple[str, str, str, str]) -> None:
+        cluster_servers: tuple[RunningServer, RunningServer], layout: tuple[str, str, str, str]) -> None:
     model, a, b, c = layout
-    ours, theirs = (server.client() for server in servers)
+    ours, theirs = (server.client() for server in cluster_servers)
     _inputs(ours, a, b)
     for i in range(20):
         blob, expected = (torch_add(), SUM) if i % 2 else (torch_mul(), PRODUCT)
@@ -153,16 +133,16 @@ def test_a_model_restored_through_another_server_is_never_run_stale(
 
 
 def test_with_every_push_lost_the_digest_check_on_the_models_shard_runs_it_again(
-        servers: tuple[RunningServer, RunningServer], layout: tuple[str, str, str, str]) -> None:
+        cluster_servers: tuple[RunningServer, RunningServer], layout: tuple[str, str, str, str]) -> None:
     """The model's slot holds no output: its digest is checked alone on its shard in the write's round trip;
     STALEMODEL there makes the run be done again with the store's model before OK. AI.INFO counts it once."""
     model, a, b, c = layout
-    ours, theirs = (server.client() for server in servers)
+    ours, theirs = (server.client() for server in cluster_servers)
     ours.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
     _inputs(ours, a, b)
     _run(ours, model, a, b, c)
     _run(ours, model, a, b, c)  # the metadata is cached now
-    _lose_pushes(servers[0])
+    lose_pushes(cluster_servers[0])
     for i in range(6):
         blob, expected = (torch_add(), SUM) if i % 2 else (torch_mul(), PRODUCT)
         theirs.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", blob)
@@ -173,10 +153,10 @@ def test_with_every_push_lost_the_digest_check_on_the_models_shard_runs_it_again
 
 
 def test_a_lost_tracking_connection_drops_that_nodes_entries(
-        cluster: LocalCluster, servers: tuple[RunningServer, RunningServer],
+        cluster: LocalCluster, cluster_servers: tuple[RunningServer, RunningServer],
         layout: tuple[str, str, str, str]) -> None:
     model, a, b, c = layout
-    conn = servers[0].client()
+    conn = cluster_servers[0].client()
     conn.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
     _inputs(conn, a, b)
     _run(conn, model, a, b, c)
@@ -192,19 +172,19 @@ def test_a_lost_tracking_connection_drops_that_nodes_entries(
 
 
 def test_a_changed_slot_map_drops_the_cache_and_the_moved_model_is_not_run_stale(
-        cluster: LocalCluster, servers: tuple[RunningServer, RunningServer]) -> None:
+        cluster: LocalCluster, cluster_servers: tuple[RunningServer, RunningServer]) -> None:
     """The model's (emptied) slot is handed to another primary behind the servers' backs and a new model is
     stored there through B, while A's pushes are lost and its map is stale: A's cached entry is wrong, and its
     digest check goes to the old owner (MOVED), then to the new one (STALEMODEL): the run is done again."""
     model, a, c = keys_on_three_shards(cluster, "mv")
     b = a  # one input twice is enough here
-    ours, theirs = (server.client() for server in servers)
+    ours, theirs = (server.client() for server in cluster_servers)
     ours.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
     ours.execute_command("AI.TENSORSET", a, "FLOAT", 2, "BLOB", ONE_TWO)
     _run(ours, model, a, b, c)
     _run(ours, model, a, b, c)
     assert _values(ours, c) == [2.0, 4.0]
-    _lose_pushes(servers[0])
+    lose_pushes(cluster_servers[0])
     slot = key_slot(model.encode())
     source = owner(cluster, model)
     target = next(node for node in cluster.primaries() if node.port not in (source.port, owner(cluster, c).port))
@@ -233,35 +213,35 @@ def one_slot(request: pytest.FixtureRequest, cluster: LocalCluster) -> tuple[str
 
 
 def test_inputs_in_the_outputs_slot_come_from_the_cache(
-        servers: tuple[RunningServer, RunningServer], one_slot: tuple[str, str, str, str]) -> None:
+        cluster_servers: tuple[RunningServer, RunningServer], one_slot: tuple[str, str, str, str]) -> None:
     """Inputs in the one slot of the outputs are taken from the cache: that slot's write script checks them."""
-    assert _hits_of_five_runs(servers[0].client(), *one_slot) >= 4 * 3  # metadata and inputs, from the second on
+    assert _hits_of_five_runs(cluster_servers[0].client(), *one_slot) >= 4 * 3  # metadata and inputs, from the second on
 
 
 def test_an_input_in_another_slot_than_the_outputs_is_read_from_its_shard(
-        servers: tuple[RunningServer, RunningServer], layout: tuple[str, str, str, str]) -> None:
+        cluster_servers: tuple[RunningServer, RunningServer], layout: tuple[str, str, str, str]) -> None:
     """A change through another server is seen at once, pushes or not: the input is read from its shard."""
     model, a, b, c = layout
-    ours, theirs = (server.client() for server in servers)
+    ours, theirs = (server.client() for server in cluster_servers)
     _hits_of_five_runs(ours, model, a, b, c)
-    _lose_pushes(servers[0])
+    lose_pushes(cluster_servers[0])
     theirs.execute_command("AI.TENSORSET", a, "FLOAT", 2, "BLOB", THREE_FOUR)
     _run(ours, model, a, b, c)
     assert _values(ours, c) == [6.0, 8.0]
 
 
 def test_with_every_push_lost_a_stale_cached_input_is_never_written_but_run_again(
-        servers: tuple[RunningServer, RunningServer], one_slot: tuple[str, str, str, str]) -> None:
+        cluster_servers: tuple[RunningServer, RunningServer], one_slot: tuple[str, str, str, str]) -> None:
     """The slot's write script compares each input taken from the cache with the shard's value (STALEINPUT):
     nothing is written and the run is done again on the store's values; AI.INFO counts each request once. An
     input deleted meanwhile answers the store's error, with nothing written."""
     model, a, b, c = one_slot
-    ours, theirs = (server.client() for server in servers)
+    ours, theirs = (server.client() for server in cluster_servers)
     ours.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
     _inputs(ours, a, b)
     for _ in range(2):  # the second run takes the inputs from the cache
         _run(ours, model, a, b, c)
-    _lose_pushes(servers[0])
+    lose_pushes(cluster_servers[0])
     for i in range(4):
         value, expected = (ONE_TWO, SUM) if i % 2 else (THREE_FOUR, [6.0, 8.0])
         theirs.execute_command("AI.TENSORSET", a, "FLOAT", 2, "BLOB", value)
@@ -276,11 +256,11 @@ def test_with_every_push_lost_a_stale_cached_input_is_never_written_but_run_agai
 
 
 def test_an_error_computed_from_a_stale_cached_input_is_never_answered(
-        servers: tuple[RunningServer, RunningServer], one_slot: tuple[str, str, str, str]) -> None:
+        cluster_servers: tuple[RunningServer, RunningServer], one_slot: tuple[str, str, str, str]) -> None:
     """A run that fails on a cached input checks it with its counters (on the input's shard): changed meanwhile,
     and the run is done again on the store's values instead of answering the stale error."""
     model, a, b, c = one_slot
-    ours, theirs = (server.client() for server in servers)
+    ours, theirs = (server.client() for server in cluster_servers)
     ours.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
     _inputs(ours, a, b)
     _run(ours, model, a, b, c)
@@ -288,7 +268,7 @@ def test_an_error_computed_from_a_stale_cached_input_is_never_answered(
     for _ in range(2):  # the second run takes the 3-element input from the cache
         with pytest.raises(redis.ResponseError, match="size of tensor"):
             _run(ours, model, a, b, c)
-    _lose_pushes(servers[0])
+    lose_pushes(cluster_servers[0])
     theirs.execute_command("AI.TENSORSET", a, "FLOAT", 2, "BLOB", THREE_FOUR)
     _run(ours, model, a, b, c)
     assert _values(ours, c) == [6.0, 8.0]

@@ -1,0 +1,121 @@
+"""How a write of tensors is split over a Redis Cluster's slots: one SET_TENSORS call per slot, each atomic on
+its shard (server/store/atomic.py), with the checks, cached inputs and AI.INFO counters of that slot.
+
+Pure planning, nothing sent: ``Keyspace.set_tensors`` (server/store/keyspace.py) sends what these return.
+Usage: ``calls, counted = tensor_writes(tags, keys, values, True, [(model, digest)], inputs, counters)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from server.store.atomic import ScriptCall, set_tensors_call
+from server.store.cluster_keys import SlotTags
+
+
+def tensor_writes(tags: SlotTags | None, keys: Sequence[bytes], values: list[bytes], empty_is_free: bool,
+                  checked: Sequence[tuple[bytes, str]], inputs: Sequence[tuple[bytes, bytes]] = (),
+                  counters: Sequence[ScriptCall] = ()) -> tuple[list[ScriptCall], bool]:
+    """One SET_TENSORS call, the AI.INFO ``counters`` (RECORD_RUN calls) made inside it — or, on a cluster
+    (``tags``), one per slot of the keys, each atomic on its shard. The (key, digest) pairs ``checked`` and the
+    cached ``inputs`` ride with the keys of their slot; checks in a slot with no output are made on their own
+    shard in the same round trip (a SET_TENSORS with no tensor). On a cluster the counters go into the call of
+    their slot when there is one (a model's counters live in its slot: with its digest check, when its
+    outputs are elsewhere). The calls, and whether the counters are in them (else the caller sends them)."""
+    if tags is None:
+        return [set_tensors_call(keys, values, empty_is_free, checked, inputs, counters)], True
+    slot = _one_slot(tags, keys, checked, inputs)
+    if slot is not None:  # one slot (AI.TENSORSET, a run's keys tagged alike): one call, no grouping lists
+        inside = _counted_in(tags, counters, slot)
+        return [set_tensors_call(keys, values, empty_is_free, checked, inputs, counters if inside else ())], inside
+    key_slots = [tags.slot(key) for key in keys]
+    checked_in = [tags.slot(pair[0]) for pair in checked]
+    inputs_in = [tags.slot(pair[0]) for pair in inputs]
+    counters_in = [tags.slot(call[1][0]) for call in counters]
+    return _per_slot_writes(keys, values, key_slots, checked, checked_in, inputs, inputs_in, counters,
+                            counters_in, empty_is_free)
+
+
+def model_apart(tags: SlotTags | None, keys: Sequence[bytes], model: tuple[bytes, str],
+                inputs: Sequence[tuple[bytes, bytes]], counters: Sequence[ScriptCall]) -> bool:
+    """On a cluster: whether a run's outputs and cached inputs share one slot and its model (with its
+    counters: at most one RECORD_RUN call) is in another one — the write its check can be joined to other
+    runs' (server/store/shared_checks.py). Otherwise (one slot for all, or a write that spreads)
+    ``tensor_writes`` splits it by slot."""
+    if tags is None or len(counters) > 1:
+        return False
+    slot = _one_slot(tags, keys, (), inputs)
+    model_slot = tags.slot(model[0])
+    if slot is None or model_slot == slot:
+        return False
+    return not counters or tags.slot(counters[0][1][0]) == model_slot
+
+
+# one slot's part of a write: its tensor keys and values, the (key, digest) checks, cached inputs and AI.INFO
+# counters there
+_SlotWrite = tuple[list[bytes], list[bytes], list[tuple[bytes, str]], list[tuple[bytes, bytes]], list[ScriptCall]]
+
+
+def _per_slot_writes(keys: Sequence[bytes], values: list[bytes], key_slots: list[int],
+                     checked: Sequence[tuple[bytes, str]], checked_in: list[int],
+                     inputs: Sequence[tuple[bytes, bytes]], inputs_in: list[int],
+                     counters: Sequence[ScriptCall], counters_in: list[int],
+                     empty_is_free: bool) -> tuple[list[ScriptCall], bool]:
+    """One SET_TENSORS per slot (each item given its slot): its keys, with the checks and cached inputs of that
+    slot; a slot with checks and no key gets a SET_TENSORS with no tensor, which only checks, on the shard that
+    holds them, alongside the outputs' writes on the others (docs/deployment.md, "Redis Cluster": what a
+    STALEMODEL there means for those writes). The counters go into their slots' calls when every one has a
+    call (whether they did is returned); the counters are added whatever the checks find, as beside them."""
+    groups: dict[int, _SlotWrite] = {}
+    for i in range(len(keys)):  # index loops: compiled, where zip(..., strict=True) is a call with a keyword
+        group = _slot_write(groups, key_slots[i])
+        group[0].append(keys[i])
+        group[1].append(values[i])
+    for i in range(len(checked)):
+        _slot_write(groups, checked_in[i])[2].append(checked[i])
+    for i in range(len(inputs)):
+        _slot_write(groups, inputs_in[i])[3].append(inputs[i])
+    inside = True
+    for slot in counters_in:
+        inside = inside and slot in groups
+    if inside:
+        for i in range(len(counters)):
+            groups[counters_in[i]][4].append(counters[i])
+    calls = [set_tensors_call(group[0], group[1], empty_is_free, group[2], group[3], group[4])
+             for group in groups.values()]
+    return calls, inside
+
+
+def _slot_write(groups: dict[int, _SlotWrite], slot: int) -> _SlotWrite:
+    group = groups.get(slot)
+    if group is None:
+        group = groups[slot] = ([], [], [], [], [])
+    return group
+
+
+def _one_slot(tags: SlotTags, keys: Sequence[bytes], checked: Sequence[tuple[bytes, str]],
+              inputs: Sequence[tuple[bytes, bytes]]) -> int | None:
+    """The slot that every key, checked key and cached input is in; None when they spread (or there is no
+    key). Index loops that stop at the first other slot: the one-slot write of every AI.TENSORSET builds no
+    list of slots (~3k instructions a write, where they were built and compared)."""
+    if not keys:
+        return None
+    slot = tags.slot(keys[0])
+    for i in range(1, len(keys)):
+        if tags.slot(keys[i]) != slot:
+            return None
+    for i in range(len(checked)):
+        if tags.slot(checked[i][0]) != slot:
+            return None
+    for i in range(len(inputs)):
+        if tags.slot(inputs[i][0]) != slot:
+            return None
+    return slot
+
+
+def _counted_in(tags: SlotTags, counters: Sequence[ScriptCall], slot: int) -> bool:
+    """Whether every AI.INFO counter (a RECORD_RUN call: its first key) is in ``slot``."""
+    for i in range(len(counters)):
+        if tags.slot(counters[i][1][0]) != slot:
+            return False
+    return True

@@ -1,0 +1,124 @@
+"""Runs of a model whose slot holds none of their outputs share its check (server/store/shared_checks.py): the
+runs of one loop iteration send one digest check (with their AI.INFO counters summed) to the model's shard,
+not one each — and still each is counted, answered, and done again when the model changed."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+import redis
+
+from tests.cluster_support import LocalCluster, keys_on_three_shards, lose_pushes, owner
+from tests.integration.test_cluster_cache import ONE_TWO, THREE_FOUR
+from tests.models import torch_add, torch_mul
+from tests.support import RunningServer
+
+CONNECTIONS = 8
+RUNS_EACH = 6  # pipelined on each connection: 48 runs arrive together
+
+
+
+
+@pytest.fixture
+def model_apart(cluster: LocalCluster) -> tuple[str, str, str, str]:
+    """The two inputs and the outputs hash-tagged into one slot, the model on another shard."""
+    model = next(k for k in keys_on_three_shards(cluster, "sc") if owner(cluster, k).port != owner(cluster, "{sc}a").port)
+    return model, "{sc}a", "{sc}b", "{sc}out"
+
+
+def _command(*args: str | int) -> bytes:
+    parts = [str(arg).encode() for arg in args]
+    return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(part), part) for part in parts)
+
+
+@contextmanager
+def _loop_held(server: RunningServer) -> Iterator[None]:
+    """The server's event loop stopped in a callback until the block ends: what is sent meanwhile is read in
+    one loop iteration after it (the pipelined runs of one connection run one after the other; those of
+    several connections, together)."""
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        holding.set()
+        release.wait(30)
+
+    server.loop.call_soon_threadsafe(hold)
+    assert holding.wait(30)
+    try:
+        yield
+    finally:
+        release.set()
+
+
+def _runs_together(server: RunningServer, model: str, a: str, b: str, out: str) -> None:
+    """``CONNECTIONS`` connections each send ``RUNS_EACH`` pipelined runs (each its own output), all sent while
+    the server's loop is held; every run must answer OK."""
+    clients = [server.raw() for _ in range(CONNECTIONS)]
+    try:
+        with _loop_held(server):
+            for n, client in enumerate(clients):
+                client.send(b"".join(_command("AI.MODELEXECUTE", model, "INPUTS", 2, a, b, "OUTPUTS", 1,
+                                              f"{out}{n}.{i}") for i in range(RUNS_EACH)))
+        for client in clients:
+            assert client.read_exactly(b"+OK\r\n" * RUNS_EACH) == b"+OK\r\n" * RUNS_EACH
+    finally:
+        for client in clients:
+            client.close()
+
+
+def _outputs(conn: redis.Redis, out: str) -> list[list[float]]:
+    return [[float(v) for v in conn.execute_command("AI.TENSORGET", f"{out}{n}.{i}", "VALUES")]
+            for n in range(CONNECTIONS) for i in range(RUNS_EACH)]
+
+
+def _counted(conn: redis.Redis, model: str, field: bytes) -> int:
+    info = conn.execute_command("AI.INFO", model)
+    return int(info[info.index(field) + 1])
+
+
+def _stored_and_run_once(conn: redis.Redis, layout: tuple[str, str, str, str]) -> None:
+    """The model (adding its two inputs) stored, its inputs set, and one run made: its metadata is cached."""
+    model, a, b, out = layout
+    conn.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
+    conn.execute_command("AI.TENSORSET", a, "FLOAT", 2, "BLOB", ONE_TWO)
+    conn.execute_command("AI.TENSORSET", b, "FLOAT", 2, "BLOB", THREE_FOUR)
+    assert conn.execute_command("AI.MODELEXECUTE", model, "INPUTS", 2, a, b, "OUTPUTS", 1, f"{out}warm") == b"OK"
+
+
+def _checks_sent(node: redis.Redis) -> int:
+    return int(node.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+def test_runs_arriving_together_share_the_models_check_and_each_is_counted(
+        cluster: LocalCluster, cluster_servers: tuple[RunningServer, RunningServer],
+        model_apart: tuple[str, str, str, str]) -> None:
+    model, a, b, out = model_apart
+    conn = cluster_servers[0].client()
+    _stored_and_run_once(conn, model_apart)
+    models_node = owner(cluster, model).client()
+    models_node.config_resetstat()
+    _runs_together(cluster_servers[0], model, a, b, out)
+    runs = CONNECTIONS * RUNS_EACH
+    assert _outputs(conn, out) == [[4.0, 6.0]] * runs
+    assert _counted(conn, model, b"calls") == runs + 1
+    assert _counted(cluster_servers[1].client(), model, b"samples") == 2 * (runs + 1)  # dim 0 of each; any server
+    assert 0 < _checks_sent(models_node) < runs  # the first runs of the 8 connections were read together
+
+
+def test_runs_sharing_a_stale_check_are_each_done_again_with_the_stored_model(
+        cluster_servers: tuple[RunningServer, RunningServer], model_apart: tuple[str, str, str, str]) -> None:
+    """Our pushes lost, the model replaced through the other server: the shared check answers STALEMODEL to
+    every run that joined it, and each is done again with the new model before its OK; AI.INFO counts each
+    run once (the re-store zeroed the counters; a redo adds nothing)."""
+    model, a, b, out = model_apart
+    ours, theirs = (server.client() for server in cluster_servers)
+    _stored_and_run_once(ours, model_apart)
+    lose_pushes(cluster_servers[0])
+    theirs.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_mul())
+    _runs_together(cluster_servers[0], model, a, b, out)
+    runs = CONNECTIONS * RUNS_EACH
+    assert _outputs(ours, out) == [[3.0, 8.0]] * runs
+    assert _counted(theirs, model, b"calls") == runs
