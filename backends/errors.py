@@ -6,6 +6,8 @@ Only the connection turns an error into a ``-...`` RESP line.
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 
 class AIError(Exception):
     """An error that is answered to the client as ``-<message>``.
@@ -35,8 +37,13 @@ def raise_if_unavailable(*replies: object) -> None:
     """Raise a store reply that means the store cannot answer now (LOADING after a restart, a busy script …),
     so callers that map every other error value to WRONGTYPE do not tell clients their key is corrupt."""
     for reply in replies:
-        if isinstance(reply, AIError) and reply.message.startswith(_UNAVAILABLE_PREFIXES):
+        if unavailable(reply):
             raise reply
+
+
+def unavailable(reply: object) -> TypeGuard[AIError]:
+    """Whether ``reply`` is an error value meaning the store cannot answer now (``raise_if_unavailable``)."""
+    return isinstance(reply, AIError) and reply.message.startswith(_UNAVAILABLE_PREFIXES)
 
 
 def wrong_arity(command_as_typed: str) -> AIError:

@@ -62,7 +62,7 @@ class Keyspace:
         self._cache = cache if cache is not None and cache.enabled else None
         self._tags = slot_tags  # a cluster's: derived keys are put in their object's slot
         # a cluster's runs of one model whose outputs are elsewhere share its check (server/store/shared_checks.py)
-        self._shared = SharedChecks(self.run_scripts) if slot_tags is not None else None
+        self._shared = SharedChecks(self.script_replies) if slot_tags is not None else None
 
     def stats_key(self, key: bytes) -> bytes:
         """Where the AI.INFO counters of ``key`` live; on a cluster, in ``key``'s slot (a hash tag that maps
@@ -168,7 +168,15 @@ class Keyspace:
 
     async def run_scripts(self, calls: Sequence[ScriptCall]) -> list[Any]:
         """Several scripts in one round trip (EVALSHA each; the ones the store lost are sent again as EVAL,
-        which loads them). Replies in order; error replies as AIError values."""
+        which loads them). Replies in order; error replies as AIError values, except a store that cannot answer
+        now (``raise_if_unavailable``): raised."""
+        replies = await self.script_replies(calls)
+        raise_if_unavailable(*replies)
+        return replies
+
+    async def script_replies(self, calls: Sequence[ScriptCall]) -> list[Any]:
+        """``run_scripts`` with every error reply a value, "cannot answer now" too: for calls that stand for
+        several callers, each of which decides on its own reply (server/store/shared_checks.py)."""
         if not calls:
             return []
         replies = await self._link.pipeline(
@@ -179,7 +187,6 @@ class Keyspace:
                                                 *calls[i][1], *calls[i][2]] for i in lost])
             for i, reply in zip(lost, again, strict=True):
                 replies[i] = reply
-        raise_if_unavailable(*replies)
         return replies
 
     async def set_tensors(self, keys: Sequence[bytes], values: Sequence[Arg], empty_is_free: bool = True,
@@ -206,9 +213,11 @@ class Keyspace:
                 and model_apart(self._tags, keys, model, inputs, also)):
             replies = await self._write_apart(shared, keys, encoded, empty_is_free, model, inputs, also)
             self._raise_refused(keys, replies)
-        else:
-            await self._write_by_slot(keys, encoded, empty_is_free, [model] if model is not None else [], guards,
-                                      inputs, also)
+        else:  # (here, not in a coroutine of its own: one generator less a write)
+            checked = [*([model] if model is not None else []), *guards]  # read, not written: cached metadata stays
+            heads, counted = self._tensor_writes(keys, encoded, empty_is_free, checked, inputs, also)
+            replies = await self.run_scripts(heads if counted else [*heads, *also])
+            self._raise_refused(keys, replies[: len(heads)])
         if self._cache is not None:
             self._cache.note_written(self.db, keys)
 
@@ -218,15 +227,6 @@ class Keyspace:
             if isinstance(reply, AIError):
                 self.forget(keys)
                 raise reply
-
-    async def _write_by_slot(self, keys: Sequence[bytes], encoded: list[bytes], empty_is_free: bool,
-                             model: list[tuple[bytes, str]], guards: Sequence[tuple[bytes, str]],
-                             inputs: Sequence[tuple[bytes, bytes]], counters: Sequence[ScriptCall]) -> None:
-        """The write as ``_tensor_writes`` splits it (one call on one store), in one round trip."""
-        checked = [*model, *guards]  # read, not written: cached metadata stays
-        heads, counted = self._tensor_writes(keys, encoded, empty_is_free, checked, inputs, counters)
-        replies = await self.run_scripts(heads if counted else [*heads, *counters])
-        self._raise_refused(keys, replies[: len(heads)])
 
     async def _write_apart(self, shared: SharedChecks, keys: Sequence[bytes], encoded: list[bytes],
                            empty_is_free: bool, model: tuple[bytes, str], inputs: Sequence[tuple[bytes, bytes]],
@@ -249,6 +249,8 @@ class Keyspace:
             checked, raised = await check
         finally:
             shared.writes_waiting -= 1
+        if isinstance(checked, AIError):  # one object for every run of the check: each raises its own copy
+            checked = AIError(checked.message)
         if raised:
             raise checked
         return [written, checked]

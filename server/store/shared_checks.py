@@ -3,15 +3,16 @@
 On a cluster, a run's write checks that the store still holds the model the run used (its digest) and adds the
 run's AI.INFO counters, which live in the model's slot (server/store/keyspace.py, ``Keyspace.stats_key``). When
 the outputs' slot is the model's, that check rides in the outputs' own script. When it is not, the check is a
-script of its own on the model's shard (a SET_TENSORS with no tensor: server/store/atomic.py). Before this
-module, fifty clients of one model sent fifty of them: one more node batch a request for us, and one script a
-run on the model's shard, the shard every server's runs of a hot model land on. Now the runs of one loop
-iteration join one call: the same model and digest, their counters summed. Each run keeps its own future (a
-client that goes away cancels only its own wait), and one Task sends the iteration's calls beside the runs'
-output writes.
+script of its own on the model's shard (a SET_TENSORS with no tensor: server/store/atomic.py). Fifty clients of
+one model sent fifty of them: one more node batch a request for us, and one script a run on the model's shard,
+the shard every server's runs of a hot model land on. Now the runs of one loop iteration join one call: the
+same model and digest, their counters summed. Each run keeps its own future (a client that goes away cancels
+only its own wait) and its own outcome: a shard that cannot answer fails the runs of its models only. One Task
+a loop iteration sends the calls, beside the runs' output writes.
 
-Usage: ``checks = SharedChecks(keyspace.run_scripts)``; ``future = checks.join(model_key, digest, counters)``
-(``counters``: the run's RECORD_RUN call for that model, or none), then ``reply, raised = await future``.
+Usage: ``checks = SharedChecks(send)`` (``send``: script calls to their replies, error replies as values,
+nothing raised for them); ``future = checks.join(model_key, digest, counters)`` (``counters``: the run's
+RECORD_RUN call for that model, or none), then ``reply, raised = await future``.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from backends import errors as msgs
+from backends.errors import AIError, unavailable
 from server.store.atomic import ScriptCall, record_run_call, set_tensors_call
 
 SendScripts = Callable[[Sequence[ScriptCall]], Awaitable[list[Any]]]
 Outcome = tuple[Any, bool]
 """What a joined run gets: the check's reply (an AIError value for an error reply, e.g. STALEMODEL), and
-whether sending it raised (the reply is then that exception, for the run to raise as its own send would)."""
+whether to raise it (the store cannot answer now, or sending failed), as its own send would have."""
 
 
 class _Check:
@@ -47,8 +50,24 @@ class _Check:
 
     def settle(self, outcome: Outcome) -> None:
         for future in self.futures:
-            if not future.done():  # (a run cancelled meanwhile)
+            if not future.done():  # (a run cancelled meanwhile; or settled already)
                 future.set_result(outcome)
+
+
+class _Round:
+    """The checks joined in one loop iteration, and the Task that sends them."""
+
+    __slots__ = ("checks",)
+
+    def __init__(self) -> None:
+        self.checks: dict[tuple[bytes, str, bytes], _Check] = {}
+
+    def abandon(self, _task: object) -> None:
+        """The Task ended: any run still waiting (the Task cancelled, e.g. at shutdown, before or while it sent)
+        gets an error rather than waiting for ever."""
+        gone = (AIError(msgs.UPSTREAM_DOWN_MSG.format(detail="the model check was cancelled")), True)
+        for check in self.checks.values():
+            check.settle(gone)
 
 
 class SharedChecks:
@@ -56,43 +75,50 @@ class SharedChecks:
 
     def __init__(self, send: SendScripts) -> None:
         self._send = send
-        self._checks: dict[tuple[bytes, str, bytes], _Check] = {}
+        self._round = _Round()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._sending: set[asyncio.Task[None]] = set()
+        self._sending: set[asyncio.Task[None]] = set()  # (the loop keeps only a weak reference to a Task)
         self.writes_waiting = 0  # writes of runs whose model is apart that wait for their replies (Keyspace's)
 
     def join(self, key: bytes, digest: str, counters: Sequence[ScriptCall]) -> asyncio.Future[Outcome]:
         """The future of the check of ``key`` at ``digest``, adding ``counters`` (at most one RECORD_RUN call, for
         ``key``'s counters), made with the other runs of this loop iteration that check the same."""
         loop = self._loop
-        if loop is None:
-            loop = self._loop = asyncio.get_running_loop()  # (once: it costs a getpid() syscall a call)
+        if loop is None or not loop.is_running():
+            loop = self._loop = asyncio.get_running_loop()  # (once a loop: it costs a getpid() syscall a call)
         counter_key = counters[0][1][0] if counters else b""
         identity = (key, digest, counter_key)
-        check = self._checks.get(identity)
+        current = self._round
+        check = current.checks.get(identity)
         if check is None:
-            if not self._checks:  # the first of the iteration: the Task's first step runs after the others joined
-                sending = loop.create_task(self._deliver())
-                self._sending.add(sending)  # (held until done: the loop keeps only a weak reference to a Task)
-                sending.add_done_callback(self._sending.discard)
-            check = self._checks[identity] = _Check(key, digest, counter_key)
+            check = current.checks[identity] = _Check(key, digest, counter_key)
+            if len(current.checks) == 1:  # a new round: its Task's first step runs after this iteration's joins
+                self._start(loop, current)
         if counters:
             _add_counts(check.numbers, counters[0][2])
         future: asyncio.Future[Outcome] = loop.create_future()
         check.futures.append(future)
         return future
 
-    async def _deliver(self) -> None:
-        checks = list(self._checks.values())
-        self._checks = {}
+    def _start(self, loop: asyncio.AbstractEventLoop, current: _Round) -> None:
+        sending = loop.create_task(self._deliver(current))
+        self._sending.add(sending)
+        sending.add_done_callback(self._sending.discard)
+        sending.add_done_callback(current.abandon)
+
+    async def _deliver(self, current: _Round) -> None:
+        if self._round is current:
+            self._round = _Round()  # joins from here on make a round of their own
+        checks = list(current.checks.values())
         try:
             replies = await self._send([check.call() for check in checks])
-        except Exception as exc:  # (the store cannot answer now: each run raises it, as its own send would have)
+        except Exception as exc:  # (sending failed as a whole: each run raises it, as its own send would have)
             for check in checks:
                 check.settle((exc, True))
             return
         for i in range(len(checks)):
-            checks[i].settle((replies[i], False))
+            reply = replies[i]
+            checks[i].settle((reply, unavailable(reply)))  # one shard down fails its own models' runs only
 
 
 def _add_counts(totals: list[int], numbers: list[bytes]) -> None:

@@ -11,13 +11,26 @@ from contextlib import contextmanager
 import pytest
 import redis
 
+from server.config import Config
 from tests.cluster_support import LocalCluster, keys_on_three_shards, lose_pushes, owner
 from tests.integration.test_cluster_cache import ONE_TWO, THREE_FOUR
 from tests.models import torch_add, torch_mul
-from tests.support import RunningServer
+from tests.support import RunningServer, running_server
 
 CONNECTIONS = 8
 RUNS_EACH = 6  # pipelined on each connection: 48 runs arrive together
+RUNS = CONNECTIONS * RUNS_EACH
+# the 8 connections' first runs are read in one loop iteration (the loop held while they were sent) and run
+# there (inline): the first sends its check alone, the other 7 join one; later runs may share or not
+MOST_CHECKS = RUNS - (CONNECTIONS - 2)
+
+
+@pytest.fixture
+def two_servers(cluster: LocalCluster) -> Iterator[tuple[RunningServer, RunningServer]]:
+    """Ours, whose model runs all stay on its loop thread (so runs read together run together), and theirs."""
+    with (running_server(Config(port=0, redis_url=cluster.seed_url, shutdown_timeout=2.0, inline_op_us=10**6)) as ours,
+          running_server(Config(port=0, redis_url=cluster.seed_url, shutdown_timeout=2.0)) as theirs):
+        yield ours, theirs
 
 
 
@@ -79,13 +92,15 @@ def _counted(conn: redis.Redis, model: str, field: bytes) -> int:
     return int(info[info.index(field) + 1])
 
 
-def _stored_and_run_once(conn: redis.Redis, layout: tuple[str, str, str, str]) -> None:
-    """The model (adding its two inputs) stored, its inputs set, and one run made: its metadata is cached."""
+def _stored_and_warmed(conn: redis.Redis, layout: tuple[str, str, str, str]) -> None:
+    """The model (adding its two inputs) stored, its inputs set, and two runs made: its metadata is cached, and
+    its cost measured on a worker, then on the loop thread (where it stays: ``two_servers``)."""
     model, a, b, out = layout
     conn.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
     conn.execute_command("AI.TENSORSET", a, "FLOAT", 2, "BLOB", ONE_TWO)
     conn.execute_command("AI.TENSORSET", b, "FLOAT", 2, "BLOB", THREE_FOUR)
-    assert conn.execute_command("AI.MODELEXECUTE", model, "INPUTS", 2, a, b, "OUTPUTS", 1, f"{out}warm") == b"OK"
+    for _ in range(2):
+        assert conn.execute_command("AI.MODELEXECUTE", model, "INPUTS", 2, a, b, "OUTPUTS", 1, f"{out}warm") == b"OK"
 
 
 def _checks_sent(node: redis.Redis) -> int:
@@ -93,32 +108,35 @@ def _checks_sent(node: redis.Redis) -> int:
 
 
 def test_runs_arriving_together_share_the_models_check_and_each_is_counted(
-        cluster: LocalCluster, cluster_servers: tuple[RunningServer, RunningServer],
+        cluster: LocalCluster, two_servers: tuple[RunningServer, RunningServer],
         model_apart: tuple[str, str, str, str]) -> None:
     model, a, b, out = model_apart
-    conn = cluster_servers[0].client()
-    _stored_and_run_once(conn, model_apart)
+    conn = two_servers[0].client()
+    _stored_and_warmed(conn, model_apart)
     models_node = owner(cluster, model).client()
     models_node.config_resetstat()
-    _runs_together(cluster_servers[0], model, a, b, out)
-    runs = CONNECTIONS * RUNS_EACH
-    assert _outputs(conn, out) == [[4.0, 6.0]] * runs
-    assert _counted(conn, model, b"calls") == runs + 1
-    assert _counted(cluster_servers[1].client(), model, b"samples") == 2 * (runs + 1)  # dim 0 of each; any server
-    assert 0 < _checks_sent(models_node) < runs  # the first runs of the 8 connections were read together
+    _runs_together(two_servers[0], model, a, b, out)
+    assert _outputs(conn, out) == [[4.0, 6.0]] * RUNS
+    assert _counted(conn, model, b"calls") == RUNS + 2  # the two warm-up runs too
+    assert _counted(two_servers[1].client(), model, b"samples") == 2 * (RUNS + 2)  # dim 0 of each; any server
+    assert 0 < _checks_sent(models_node) <= MOST_CHECKS
 
 
 def test_runs_sharing_a_stale_check_are_each_done_again_with_the_stored_model(
-        cluster_servers: tuple[RunningServer, RunningServer], model_apart: tuple[str, str, str, str]) -> None:
+        cluster: LocalCluster, two_servers: tuple[RunningServer, RunningServer], model_apart: tuple[str, str, str, str]) -> None:
     """Our pushes lost, the model replaced through the other server: the shared check answers STALEMODEL to
-    every run that joined it, and each is done again with the new model before its OK; AI.INFO counts each
-    run once (the re-store zeroed the counters; a redo adds nothing)."""
+    every run that joined it (the model's node answers fewer STALEMODELs than runs were stale), and each is
+    done again with the new model before its OK; AI.INFO counts each run once (the re-store zeroed the
+    counters; a redo adds nothing)."""
     model, a, b, out = model_apart
-    ours, theirs = (server.client() for server in cluster_servers)
-    _stored_and_run_once(ours, model_apart)
-    lose_pushes(cluster_servers[0])
+    ours, theirs = (server.client() for server in two_servers)
+    _stored_and_warmed(ours, model_apart)
+    lose_pushes(two_servers[0])
     theirs.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_mul())
-    _runs_together(cluster_servers[0], model, a, b, out)
-    runs = CONNECTIONS * RUNS_EACH
-    assert _outputs(ours, out) == [[3.0, 8.0]] * runs
-    assert _counted(theirs, model, b"calls") == runs
+    models_node = owner(cluster, model).client()
+    models_node.config_resetstat()
+    _runs_together(two_servers[0], model, a, b, out)
+    assert _outputs(ours, out) == [[3.0, 8.0]] * RUNS
+    assert _counted(theirs, model, b"calls") == RUNS
+    stale_answers = models_node.info("errorstats")["errorstat_STALEMODEL"]["count"]
+    assert stale_answers < CONNECTIONS  # the 8 stale runs read together: 2 checks (one alone, 7 joined)
