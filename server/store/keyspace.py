@@ -11,7 +11,7 @@ worker threads hand their store requests to the loop.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from backends import errors as msgs
 from backends.errors import AIError, raise_if_unavailable
@@ -22,6 +22,11 @@ from server.store.shared_checks import SharedChecks
 from server.store.slot_writes import model_apart, tensor_writes
 
 Arg = bytes | str | int | float | memoryview
+
+JOIN_WHEN_WAITING: Final = 2
+"""A run's model check joins others' only while this many such writes wait: with one waiting (two clients) the
+round usually holds one run, and a call shared by one costs a Task more than sending it with the write
+(bench.instructions, 2 clients: 296.8k instructions a run before sharing, 324.7k when it joined at one)."""
 
 
 class StoreLink(Protocol):
@@ -232,10 +237,10 @@ class Keyspace:
                            empty_is_free: bool, model: tuple[bytes, str], inputs: Sequence[tuple[bytes, bytes]],
                            counters: Sequence[ScriptCall]) -> list[Any]:
         """The outputs' write on their shard; the model's check (with its counters) on its own shard, joined with
-        the loop iteration's other runs of that model (server/store/shared_checks.py) when other such writes are
-        waiting — alone (one client), in the same pipeline call as the outputs', which costs less than a call
-        shared by one. The replies of the two calls."""
-        if not shared.writes_waiting:
+        the loop iteration's other runs of that model (server/store/shared_checks.py) when enough other such
+        writes are waiting (``JOIN_WHEN_WAITING``) — else in the same pipeline call as the outputs', which costs
+        less than a call shared by one. The replies of the two calls."""
+        if shared.writes_waiting < JOIN_WHEN_WAITING:
             heads, _ = self._tensor_writes(keys, encoded, empty_is_free, [model], inputs, counters)
             shared.writes_waiting += 1
             try:

@@ -15,7 +15,7 @@ import pytest
 from backends.errors import AIError
 from server.store.atomic import SET_TENSORS, ScriptCall, record_run_call
 from server.store.cluster_keys import SlotTags, key_slot
-from server.store.keyspace import Keyspace
+from server.store.keyspace import JOIN_WHEN_WAITING, Keyspace
 from server.store.shared_checks import SharedChecks
 
 STATS = b"__redisai_stats__:{x}m"
@@ -151,8 +151,9 @@ MODEL_A, MODEL_B, OUT = b"model3", b"in0", b"{t}out"
 
 
 def test_writes_alone_and_together_over_a_cluster() -> None:
-    """The first write (none waiting) sends its check with its outputs' write, in one call; two more made while
-    it waits join checks of their own models; model A's shard cannot answer: A's runs raise, B's does not."""
+    """The first two writes (fewer than JOIN_WHEN_WAITING waiting) send their check with their outputs' write,
+    in one call each; two more made while they wait join checks of their own models, sent in one call; model
+    A's shard cannot answer: A's runs raise, B's does not."""
     assert len({key_slot(MODEL_A), key_slot(MODEL_B), key_slot(OUT)}) == 3
     link = _Shards(down=MODEL_A)
     keyspace = Keyspace(link, 0, None, SlotTags())
@@ -166,8 +167,9 @@ def test_writes_alone_and_together_over_a_cluster() -> None:
         return "OK"
 
     async def scenario() -> list[Any]:
-        return list(await asyncio.gather(write(MODEL_A), write(MODEL_A), write(MODEL_B)))
+        return list(await asyncio.gather(write(MODEL_A), write(MODEL_A), write(MODEL_A), write(MODEL_B)))
 
-    assert asyncio.run(scenario()) == [LOADING.message, LOADING.message, "OK"]
+    assert JOIN_WHEN_WAITING == 2
+    assert asyncio.run(scenario()) == [LOADING.message] * 3 + ["OK"]
     calls = [len(commands) for commands in link.sent]
-    assert calls == [2, 1, 1, 2]  # alone: write + check; then the two writes; then both joined checks in one
+    assert calls == [2, 2, 1, 1, 2]  # write + check twice; then the two writes; then both joined checks in one
