@@ -171,16 +171,10 @@ class Keyspace:
             raise reply
         return reply
 
-    async def run_scripts(self, calls: Sequence[ScriptCall]) -> list[Any]:
+    async def run_scripts(self, calls: Sequence[ScriptCall], raise_unavailable: bool = True) -> list[Any]:
         """Several scripts in one round trip (EVALSHA each; the ones the store lost are sent again as EVAL,
         which loads them). Replies in order; error replies as AIError values, except a store that cannot answer
-        now (``raise_if_unavailable``): raised."""
-        replies = await self.script_replies(calls)
-        raise_if_unavailable(*replies)
-        return replies
-
-    async def script_replies(self, calls: Sequence[ScriptCall]) -> list[Any]:
-        """``run_scripts`` with every error reply a value, "cannot answer now" too: for calls that stand for
+        now (``raise_if_unavailable``): raised — unless not ``raise_unavailable``, for calls that stand for
         several callers, each of which decides on its own reply (server/store/shared_checks.py)."""
         if not calls:
             return []
@@ -192,7 +186,13 @@ class Keyspace:
                                                 *calls[i][1], *calls[i][2]] for i in lost])
             for i, reply in zip(lost, again, strict=True):
                 replies[i] = reply
+        if raise_unavailable:
+            raise_if_unavailable(*replies)
         return replies
+
+    def script_replies(self, calls: Sequence[ScriptCall]) -> Awaitable[list[Any]]:
+        """``run_scripts`` with every error reply a value, "cannot answer now" too (no coroutine of its own)."""
+        return self.run_scripts(calls, raise_unavailable=False)
 
     async def set_tensors(self, keys: Sequence[bytes], values: Sequence[Arg], empty_is_free: bool = True,
                           also: Sequence[ScriptCall] = (), model: tuple[bytes, str] | None = None,
@@ -240,16 +240,13 @@ class Keyspace:
         the loop iteration's other runs of that model (server/store/shared_checks.py) when enough other such
         writes are waiting (``JOIN_WHEN_WAITING``) — else in the same pipeline call as the outputs', which costs
         less than a call shared by one. The replies of the two calls."""
-        if shared.writes_waiting < JOIN_WHEN_WAITING:
-            heads, _ = self._tensor_writes(keys, encoded, empty_is_free, [model], inputs, counters)
-            shared.writes_waiting += 1
-            try:
-                return await self.run_scripts(heads)
-            finally:
-                shared.writes_waiting -= 1
-        check = shared.join(model[0], model[1], counters)
+        alone = shared.writes_waiting < JOIN_WHEN_WAITING
+        check = None if alone else shared.join(model[0], model[1], counters)
         shared.writes_waiting += 1
         try:
+            if check is None:
+                heads, _ = self._tensor_writes(keys, encoded, empty_is_free, [model], inputs, counters)
+                return await self.run_scripts(heads)
             (written,) = await self.run_scripts([set_tensors_call(keys, encoded, empty_is_free, (), inputs, ())])
             checked, raised = await check
         finally:
