@@ -179,8 +179,6 @@ async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again
     checks = read.checks
     if list(req.outputs) != out_hint:  # the lenient guess missed (e.g. an input key named "outputs"): ask again
         checks = await keyspace.pipeline(output_type_checks(list(req.outputs)))
-        if taken and not keyspace.verifies_inputs(req.inputs, req.outputs):  # the write could not check them
-            inputs, taken = await _read_inputs(keyspace, req, ai.decoded), ()
     check_output_types(checks)
     model = await loaded_model(ai.models, meta, keyspace, req.key)
     op = SingleOp(req.key, meta.device.queue_name, ModelWork(model, len(meta.outputs)), inputs, req.outputs,
@@ -220,8 +218,9 @@ async def _read_phase(keyspace: Keyspace, key: bytes, hint: list[bytes], out_hin
                       fresh: bool = False) -> ReadPhase:
     """The model's metadata and the inputs (from the coherent cache when it holds them), and the output keys'
     type checks, which are skipped for keys that last held a tensor we wrote (the write checks again,
-    atomically). Checks to make, or a store where the write cannot check inputs: the inputs are read with
-    the checks in one pipelined round trip. Without a cache, or ``fresh``: everything in that round trip."""
+    atomically). Checks to make, or inputs a cluster under load reads (``Keyspace.inputs_from_cache``): the
+    inputs are read with the checks in one pipelined round trip. Without a cache, or ``fresh``: everything in
+    that round trip."""
     meta_read = (b"HMGET", key, *MODEL_META_FIELDS)
     checks = [] if keyspace.known_tensors(out_hint) else output_type_checks(out_hint)
     gets = [(b"GET", k) for k in hint]
@@ -230,7 +229,7 @@ async def _read_phase(keyspace: Keyspace, key: bytes, hint: list[bytes], out_hin
         keyspace.forget([key, *hint])
         replies = await keyspace.pipeline([meta_read, *gets, *checks])
         return ReadPhase(replies[0], replies[1 : n + 1], _checks_or_free(replies[n + 1 :], out_hint), [False] * n)
-    if checks or not keyspace.verifies_inputs(hint, out_hint):
+    if checks or not keyspace.inputs_from_cache(hint, out_hint):
         (meta,) = await keyspace.read_through([meta_read])
         rest = await keyspace.pipeline([*gets, *checks])
         return ReadPhase(meta, rest[:n], _checks_or_free(rest[n:], out_hint), [False] * n)

@@ -7,8 +7,9 @@ map, and from then on every key goes to the primary that owns it — AI commands
 three shards. What that means for atomicity is in docs/deployment.md ("Redis Cluster").
 
 A cluster has only database 0. Model metadata is cached as on one node, with one tracking connection per
-primary (server/store/cluster_cache.py); a run's input tensors come from it only when they share the one slot
-of its outputs (the output write checks them there), else they are read from their shard.
+primary (server/store/cluster_cache.py); so do a run's input tensors, which the output write checks in its own
+script when they share its slot, else by a check on their shard in the same round trip (under load, those
+are read instead: ``Keyspace.inputs_from_cache``).
 """
 
 from __future__ import annotations

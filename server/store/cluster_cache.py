@@ -19,10 +19,11 @@ through the cluster link, which follows it, and the map is read again.
 
 As on one node, that is not enough across servers (another server's write may be acknowledged before its push
 reaches us), so only what a run's output write checks is cached: model metadata, whose digest is checked on the
-model's own shard in the same round trip as the outputs (server/store/keyspace.py ``_tensor_writes``), and the
-inputs of a run whose inputs and outputs all share one slot, compared by that slot's write script
-(``Keyspace.verifies_inputs``). STALEMODEL / STALEINPUT makes the run be done again with the store's values
-before the client gets OK (docs/deployment.md).
+model's own shard in the same round trip as the outputs (server/store/keyspace.py ``_tensor_writes``), and a
+run's inputs, compared by the outputs' write script when they share its slot, else by a check on their own
+shard in that round trip (those only while the server is not under load: ``Keyspace.inputs_from_cache``).
+STALEMODEL / STALEINPUT makes the run be done again with the store's values before the client gets OK
+(docs/deployment.md).
 """
 
 from __future__ import annotations

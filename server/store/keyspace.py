@@ -17,15 +17,15 @@ from backends import errors as msgs
 from backends.errors import AIError, raise_if_unavailable
 from server.store.atomic import SCRIPTS, STATS_PREFIX, ScriptCall, StoreScript, set_tensors_call, stats_key
 from server.store.cache import TrackedCache, TrackingRefused
-from server.store.cluster_keys import SlotTags
+from server.store.cluster_keys import MEMO_KEY_BYTES, MEMO_KEYS, SlotTags
 from server.store.shared_checks import SharedChecks
-from server.store.slot_writes import model_apart, tensor_writes
+from server.store.slot_writes import Apart, checks_apart, tensor_writes
 
 Arg = bytes | str | int | float | memoryview
 
 JOIN_WHEN_WAITING: Final = 2
-"""A run's model check joins others' only while this many such writes wait: with one waiting (two clients) the
-round usually holds one run, and a call shared by one costs a Task more than sending it with the write
+"""A run's write with checks apart joins others' only while this many such writes wait: with one waiting (two
+clients) the round usually holds one run, and a send shared by one costs a Task more than its own
 (bench.instructions, 2 clients: 296.8k instructions a run before sharing, 324.7k when it joined at one)."""
 
 
@@ -66,7 +66,8 @@ class Keyspace:
         self.db = db
         self._cache = cache if cache is not None and cache.enabled else None
         self._tags = slot_tags  # a cluster's: derived keys are put in their object's slot
-        # a cluster's runs of one model whose outputs are elsewhere share its check (server/store/shared_checks.py)
+        self._stats_keys: dict[bytes, bytes] = {}  # a cluster's: each object's counters key (``stats_key``)
+        # a cluster's runs whose model or inputs are apart from their outputs join (server/store/shared_checks.py)
         self._shared = SharedChecks(self.script_replies) if slot_tags is not None else None
 
     def stats_key(self, key: bytes) -> bytes:
@@ -74,7 +75,14 @@ class Keyspace:
         there), so an object and its counters are written in one atomic script."""
         if self._tags is None:
             return stats_key(key)
-        return STATS_PREFIX + b"{" + self._tags.of(self._tags.slot(key)) + b"}" + key
+        found = self._stats_keys.get(key)  # (remembered: ~1k instructions a run, the tag's slot and the joins)
+        if found is None:
+            found = STATS_PREFIX + b"{" + self._tags.of(self._tags.slot(key)) + b"}" + key
+            if len(key) <= MEMO_KEY_BYTES:
+                if len(self._stats_keys) >= MEMO_KEYS:
+                    self._stats_keys.clear()
+                self._stats_keys[key] = found
+        return found
 
     def object_of_stats(self, name: bytes) -> bytes:
         """The object key whose counters are at ``name`` (the inverse of ``stats_key``)."""
@@ -204,7 +212,8 @@ class Keyspace:
         the model the tensors came from; if the store holds another one now, STALEMODEL and nothing written.
         ``guards``: more (key, digest) pairs checked alike (a stored graph's objects). ``inputs``: (key, value)
         of the inputs a run took from our cache; STALEINPUT and nothing written if one holds another value now
-        (only those ``verifies_inputs`` allowed)."""
+        (on a cluster, an input in another slot than the outputs is compared on its own shard, in the same round
+        trip, not atomically with their write: docs/deployment.md, "What is atomic on a cluster")."""
         if not keys and not inputs:
             await self.run_scripts(also)
             return
@@ -214,13 +223,17 @@ class Keyspace:
         self.forget(keys, keep_written=True)
         encoded = to_argv(values)
         shared = self._shared
-        if (shared is not None and model is not None and not guards
-                and model_apart(self._tags, keys, model, inputs, also)):
-            replies = await self._write_apart(shared, keys, encoded, empty_is_free, model, inputs, also)
+        apart = (checks_apart(self._tags, keys, model, inputs, also)
+                 if shared is not None and model is not None and not guards else None)
+        if apart is not None and shared is not None and model is not None and (apart[0] or apart[2]):
+            replies = await self._write_apart(shared, keys, encoded, empty_is_free, model, inputs, also, apart)
             self._raise_refused(keys, replies)
         else:  # (here, not in a coroutine of its own: one generator less a write)
-            checked = [*([model] if model is not None else []), *guards]  # read, not written: cached metadata stays
-            heads, counted = self._tensor_writes(keys, encoded, empty_is_free, checked, inputs, also)
+            if apart is not None and model is not None:  # a cluster's run all in one slot: one call, no grouping
+                heads, counted = [set_tensors_call(keys, encoded, empty_is_free, [model], inputs, also)], True
+            else:
+                checked = [*([model] if model is not None else []), *guards]  # read, not written: cache stays
+                heads, counted = self._tensor_writes(keys, encoded, empty_is_free, checked, inputs, also)
             replies = await self.run_scripts(heads if counted else [*heads, *also])
             self._raise_refused(keys, replies[: len(heads)])
         if self._cache is not None:
@@ -235,43 +248,41 @@ class Keyspace:
 
     async def _write_apart(self, shared: SharedChecks, keys: Sequence[bytes], encoded: list[bytes],
                            empty_is_free: bool, model: tuple[bytes, str], inputs: Sequence[tuple[bytes, bytes]],
-                           counters: Sequence[ScriptCall]) -> list[Any]:
-        """The outputs' write on their shard; the model's check (with its counters) on its own shard, joined with
-        the loop iteration's other runs of that model (server/store/shared_checks.py) when enough other such
-        writes are waiting (``JOIN_WHEN_WAITING``) — else in the same pipeline call as the outputs', which costs
-        less than a call shared by one. The replies of the two calls."""
-        alone = shared.writes_waiting < JOIN_WHEN_WAITING
-        check = None if alone else shared.join(model[0], model[1], counters)
+                           counters: Sequence[ScriptCall], apart: Apart) -> list[Any]:
+        """A write whose model (with its counters) or some cached input lies in another slot than its outputs
+        (``apart``: slot_writes.checks_apart's plan). While enough other such writes wait (``JOIN_WHEN_WAITING``)
+        it joins the loop iteration's send (server/store/shared_checks.py): its outputs' write, and the checks
+        apart shared with the other runs that check the same; else it goes alone, split by slot, in one pipeline
+        call, which costs less than a send shared by one. The replies: the write's, then its checks'."""
         shared.writes_waiting += 1
         try:
-            if check is None:
+            if shared.writes_waiting <= JOIN_WHEN_WAITING:  # (this write counted)
                 heads, _ = self._tensor_writes(keys, encoded, empty_is_free, [model], inputs, counters)
                 return await self.run_scripts(heads)
-            (written,) = await self.run_scripts([set_tensors_call(keys, encoded, empty_is_free, (), inputs, ())])
-            checked, raised = await check
+            model_apart, here, there = apart
+            write = set_tensors_call(keys, encoded, empty_is_free, () if model_apart else [model], here,
+                                     () if model_apart else counters)
+            replies, failure = await shared.join(write, model if model_apart else None,
+                                                 counters if model_apart else (), there)
         finally:
             shared.writes_waiting -= 1
-        if isinstance(checked, AIError):  # one object for every run of the check: each raises its own copy
-            checked = AIError(checked.message)
-        if raised:
-            raise checked
-        return [written, checked]
+        if failure is not None:
+            raise failure
+        return replies
 
-    def verifies_inputs(self, inputs: Sequence[bytes], outputs: Sequence[bytes]) -> bool:
-        """Whether a run's inputs may come from the coherent cache: the output write then checks their values
-        in the same script (one node: one script reads every key; a cluster: only when the inputs and outputs
-        all share one slot, whose write script checks them on its shard, atomically)."""
+    def inputs_from_cache(self, inputs: Sequence[bytes], outputs: Sequence[bytes]) -> bool:
+        """Whether a run takes its inputs from the coherent cache (its output write checks each: in their script
+        when in their slot, else by a check on the input's own shard). On one node, always. On a cluster, an
+        input outside the first output's slot only while fewer than ``JOIN_WHEN_WAITING`` writes with checks
+        apart wait — not under load, where reading it is a round trip in which concurrent runs gather: 50
+        clients over three shards measured ~10% more CPU a request taking it from the cache (more, smaller loop
+        iterations) though ~7% fewer instructions, while one client gained a round trip (docs/performance.md)."""
         if not self.caching:
             return False
-        tags = self._tags
-        if tags is None:
+        tags, shared = self._tags, self._shared
+        if tags is None or shared is None or shared.writes_waiting < JOIN_WHEN_WAITING or not outputs:
             return True
-        if not outputs:
-            return False
-        slot = tags.slot(outputs[0])  # (index loops: no slice of outputs, and each slot computed once)
-        for i in range(1, len(outputs)):
-            if tags.slot(outputs[i]) != slot:
-                return False
+        slot = tags.slot(outputs[0])
         for i in range(len(inputs)):
             if tags.slot(inputs[i]) != slot:
                 return False

@@ -1,124 +1,186 @@
-"""One model check a loop iteration for all the runs of that model whose outputs are on another shard.
+"""One send a loop iteration for the runs whose checks lie on other shards than their outputs: their outputs'
+writes, and one check per model (and per cached input) that all of them share.
 
-On a cluster, a run's write checks that the store still holds the model the run used (its digest) and adds the
-run's AI.INFO counters, which live in the model's slot (server/store/keyspace.py, ``Keyspace.stats_key``). When
-the outputs' slot is the model's, that check rides in the outputs' own script. When it is not, the check is a
-script of its own on the model's shard (a SET_TENSORS with no tensor: server/store/atomic.py). Fifty clients of
-one model sent fifty of them: one more node batch a request for us, and one script a run on the model's shard,
-the shard every server's runs of a hot model land on. Now the runs of one loop iteration join one call: the
-same model and digest, their counters summed. Each run keeps its own future (a client that goes away cancels
-only its own wait) and its own outcome: a shard that cannot answer fails the runs of its models only. One Task
-a loop iteration sends the calls, beside the runs' output writes.
+On a cluster, a run's write checks that the store still holds the model the run used (its digest) and the input
+values it took from our cache, and adds the run's AI.INFO counters, which live in the model's slot
+(server/store/keyspace.py, ``Keyspace.stats_key``). What is in the outputs' slot rides in the outputs' own
+script; what is not is a script of its own on its shard (a SET_TENSORS with no tensor: server/store/atomic.py).
+Fifty clients of one model sent fifty checks: one script a run on the model's shard (the shard every server's
+runs of a hot model land on) and, for us, a write split by slot and sent the spread way. Now the runs of one loop
+iteration *join*: each adds its outputs' write, the model's check (same model, digest and counters key: one
+check, the counters summed) and its inputs' checks (same key and value: one check); one Task a loop iteration
+sends them all in one call, and settles each run's one future with its own replies — its write's, and a copy of
+each check's it joined. A client that goes away cancels only its own wait; a shard that cannot answer fails the
+runs that wrote or checked there only.
 
-Usage: ``checks = SharedChecks(send)`` (``send``: script calls to their replies, error replies as values,
-nothing raised for them); ``future = checks.join(model_key, digest, counters)`` (``counters``: the run's
-RECORD_RUN call for that model, or none), then ``reply, raised = await future``.
+Usage: ``shared = SharedChecks(send)`` (``send``: script calls to their replies, error replies as values,
+nothing raised for them); ``future = shared.join(write, model, counters, inputs)`` (``write``: the outputs'
+SET_TENSORS call; ``model``: (key, digest) to check apart, or None; ``counters``: its RECORD_RUN call, or none;
+``inputs``: (key, value) pairs to check apart), then ``replies, failure = await future``.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from backends import errors as msgs
 from backends.errors import AIError, unavailable
 from server.store.atomic import ScriptCall, record_run_call, set_tensors_call
 
 SendScripts = Callable[[Sequence[ScriptCall]], Awaitable[list[Any]]]
-Outcome = tuple[Any, bool]
-"""What a joined run gets: the check's reply (an AIError value for an error reply, e.g. STALEMODEL), and
-whether to raise it (the store cannot answer now, or sending failed), as its own send would have."""
+Outcome = tuple[list[Any], BaseException | None]
+"""What a joined run gets: its write's reply then its checks' (an AIError value for an error reply, e.g.
+STALEMODEL, each run's own copy), and what to raise instead, if anything (a shard of its write or of one of its
+checks cannot answer now, or sending failed), as its own send would have."""
+Identity = tuple[bytes, str, bytes] | tuple[bytes, bytes]  # a model's (key, digest, counters key); an input's
+CANCELLED: Final = "the write and its checks were cancelled"
 
 
 class _Check:
-    """The runs of one loop iteration that check one model: their summed counters and their futures."""
+    """The runs of one loop iteration that check one model (their counters summed) or one cached input value."""
 
-    __slots__ = ("counter_key", "digest", "futures", "key", "numbers")
+    __slots__ = ("counter_key", "digest", "key", "numbers", "value")
 
-    def __init__(self, key: bytes, digest: str, counter_key: bytes) -> None:
+    def __init__(self, key: bytes, digest: str, counter_key: bytes, value: bytes | None = None) -> None:
         self.key = key
         self.digest = digest
         self.counter_key = counter_key  # b"": the runs add no counts (a run done again after STALEMODEL)
+        self.value = value  # an input's: the value the runs took from the cache (then no digest, no counts)
         self.numbers = [0, 0, 0, 0]  # calls, duration µs, samples, errors: RECORD_RUN's
-        self.futures: list[asyncio.Future[Outcome]] = []
 
     def call(self) -> ScriptCall:
+        if self.value is not None:
+            return set_tensors_call([], [], True, (), ((self.key, self.value),), ())
         numbers = self.numbers
         counters = [record_run_call(self.counter_key, numbers[0], numbers[1], numbers[2], numbers[3])]
         return set_tensors_call([], [], True, [(self.key, self.digest)], (), counters if self.counter_key else ())
 
-    def settle(self, outcome: Outcome) -> None:
-        for future in self.futures:
-            if not future.done():  # (a run cancelled meanwhile; or settled already)
-                future.set_result(outcome)
+
+class _Write:
+    """One run's outputs' write, the checks it joined, and its future."""
+
+    __slots__ = ("call", "checks", "future")
+
+    def __init__(self, call: ScriptCall, checks: list[int], future: asyncio.Future[Outcome]) -> None:
+        self.call = call
+        self.checks = checks  # indices into the round's checks
+        self.future = future
+
+    def settle(self, replies: list[Any], failure: BaseException | None) -> None:
+        if not self.future.done():  # (a run cancelled meanwhile; or settled already)
+            self.future.set_result((replies, failure))
 
 
 class _Round:
-    """The checks joined in one loop iteration, and the Task that sends them."""
+    """The writes and checks joined in one loop iteration; the Task that sends them."""
 
-    __slots__ = ("checks",)
+    __slots__ = ("checks", "found", "writes")
 
     def __init__(self) -> None:
-        self.checks: dict[tuple[bytes, str, bytes], _Check] = {}
+        self.found: dict[Identity, int] = {}  # a check's index in ``checks``
+        self.checks: list[_Check] = []
+        self.writes: list[_Write] = []
 
-    def abandon(self, _task: object) -> None:
+    def check(self, identity: Identity, key: bytes, digest: str, counter_key: bytes, value: bytes | None) -> int:
+        """The index of this round's check of ``identity``, added if new."""
+        index = self.found.get(identity)
+        if index is None:
+            index = self.found[identity] = len(self.checks)
+            self.checks.append(_Check(key, digest, counter_key, value))
+        return index
+
+    def abandon(self) -> None:
         """The Task ended: any run still waiting (the Task cancelled, e.g. at shutdown, before or while it sent)
         gets an error rather than waiting for ever."""
-        gone = (AIError(msgs.UPSTREAM_DOWN_MSG.format(detail="the model check was cancelled")), True)
-        for check in self.checks.values():
-            check.settle(gone)
+        for write in self.writes:
+            if not write.future.done():  # (the error made only then: it cost ~7k instructions a run made each time)
+                write.settle([], AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=CANCELLED)))
 
 
 class SharedChecks:
-    """The model checks joined in this loop iteration (see the module docstring)."""
+    """The writes and checks joined in this loop iteration (see the module docstring)."""
 
     def __init__(self, send: SendScripts) -> None:
         self._send = send
         self._round = _Round()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sending: set[asyncio.Task[None]] = set()  # (the loop keeps only a weak reference to a Task)
-        self.writes_waiting = 0  # writes of runs whose model is apart that wait for their replies (Keyspace's)
+        self.writes_waiting = 0  # writes with checks apart that wait for their replies (Keyspace's)
 
-    def join(self, key: bytes, digest: str, counters: Sequence[ScriptCall]) -> asyncio.Future[Outcome]:
-        """The future of the check of ``key`` at ``digest``, adding ``counters`` (at most one RECORD_RUN call, for
-        ``key``'s counters), made with the other runs of this loop iteration that check the same."""
+    def join(self, write: ScriptCall, model: tuple[bytes, str] | None, counters: Sequence[ScriptCall],
+             inputs: Sequence[tuple[bytes, bytes]]) -> asyncio.Future[Outcome]:
+        """The future of ``write`` sent with this loop iteration's others, beside the check of ``model`` (adding
+        ``counters``: at most one RECORD_RUN call, for the model's counters) and of each of ``inputs``, each made
+        once for every run of this iteration that checks the same."""
         loop = self._loop
         if loop is None or not loop.is_running():
             loop = self._loop = asyncio.get_running_loop()  # (once a loop: it costs a getpid() syscall a call)
-        counter_key = counters[0][1][0] if counters else b""
-        identity = (key, digest, counter_key)
         current = self._round
-        check = current.checks.get(identity)
-        if check is None:
-            check = current.checks[identity] = _Check(key, digest, counter_key)
-            if len(current.checks) == 1:  # a new round: its Task's first step runs after this iteration's joins
-                self._start(loop, current)
-        if counters:
-            _add_counts(check.numbers, counters[0][2])
+        checks: list[int] = []
+        if model is not None:
+            counter_key = counters[0][1][0] if counters else b""
+            index = current.check((model[0], model[1], counter_key), model[0], model[1], counter_key, None)
+            if counters:
+                _add_counts(current.checks[index].numbers, counters[0][2])
+            checks.append(index)
+        for i in range(len(inputs)):
+            key, value = inputs[i]
+            checks.append(current.check((key, value), key, "", b"", value))
         future: asyncio.Future[Outcome] = loop.create_future()
-        check.futures.append(future)
+        current.writes.append(_Write(write, checks, future))
+        if len(current.writes) == 1:  # a new round: its Task's first step runs after this iteration's joins
+            self._start(loop, current)
         return future
 
     def _start(self, loop: asyncio.AbstractEventLoop, current: _Round) -> None:
         sending = loop.create_task(self._deliver(current))
         self._sending.add(sending)
         sending.add_done_callback(self._sending.discard)
-        sending.add_done_callback(current.abandon)
+        sending.add_done_callback(lambda _task: self._ended(current))
+
+    def _ended(self, current: _Round) -> None:
+        """A round's Task ended, however: were it cancelled before its first step, the round would still take
+        joins that no Task sends; and its runs still waiting get an error (``_Round.abandon``)."""
+        if self._round is current:
+            self._round = _Round()
+        current.abandon()
 
     async def _deliver(self, current: _Round) -> None:
         if self._round is current:
             self._round = _Round()  # joins from here on make a round of their own
-        checks = list(current.checks.values())
+        checks, writes = current.checks, current.writes
+        calls = [check.call() for check in checks]
+        for write in writes:
+            calls.append(write.call)
         try:
-            replies = await self._send([check.call() for check in checks])
+            replies = await self._send(calls)
         except Exception as exc:  # (sending failed as a whole: each run raises it, as its own send would have)
-            for check in checks:
-                check.settle((exc, True))
+            for write in writes:  # (an AIError: each run its own copy, as for a reply)
+                write.settle([], AIError(exc.message) if isinstance(exc, AIError) else exc)
             return
-        for i in range(len(checks)):
-            reply = replies[i]
-            checks[i].settle((reply, unavailable(reply)))  # one shard down fails its own models' runs only
+        first = len(checks)
+        for j in range(len(writes)):
+            write = writes[j]
+            own = [replies[first + j]]
+            for index in write.checks:
+                own.append(replies[index])
+            replies_of_run, failure = _owned(own)
+            write.settle(replies_of_run, failure)
+
+
+def _owned(replies: list[Any]) -> tuple[list[Any], BaseException | None]:
+    """A run's replies with each error its own copy (one object raised by every run of a check would grow its
+    traceback with each raise), and the first that means a shard cannot answer now, to raise."""
+    failure = None
+    for i in range(len(replies)):
+        reply = replies[i]
+        if isinstance(reply, AIError):
+            reply = replies[i] = AIError(reply.message)
+            if failure is None and unavailable(reply):
+                failure = reply
+    return replies, failure
 
 
 def _add_counts(totals: list[int], numbers: list[bytes]) -> None:

@@ -2,7 +2,8 @@
 its shard (server/store/atomic.py), with the checks, cached inputs and AI.INFO counters of that slot.
 
 Pure planning, nothing sent: ``Keyspace.set_tensors`` (server/store/keyspace.py) sends what these return.
-Usage: ``calls, counted = tensor_writes(tags, keys, values, True, [(model, digest)], inputs, counters)``.
+Usage: ``calls, counted = tensor_writes(tags, keys, values, True, [(model, digest)], inputs, counters)``;
+``checks_apart(tags, keys, model, inputs, counters)``: what of a run's write lies outside its outputs' slot.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from collections.abc import Sequence
 
 from server.store.atomic import ScriptCall, set_tensors_call
 from server.store.cluster_keys import SlotTags
+
+Apart = tuple[bool, Sequence[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]
+"""``checks_apart``'s plan: whether the model is apart; the cached inputs in the outputs' slot; those apart."""
 
 
 def tensor_writes(tags: SlotTags | None, keys: Sequence[bytes], values: list[bytes], empty_is_free: bool,
@@ -36,19 +40,33 @@ def tensor_writes(tags: SlotTags | None, keys: Sequence[bytes], values: list[byt
                             counters_in, empty_is_free)
 
 
-def model_apart(tags: SlotTags | None, keys: Sequence[bytes], model: tuple[bytes, str],
-                inputs: Sequence[tuple[bytes, bytes]], counters: Sequence[ScriptCall]) -> bool:
-    """On a cluster: whether a run's outputs and cached inputs share one slot and its model (with its
-    counters: at most one RECORD_RUN call) is in another one — the write its check can be joined to other
-    runs' (server/store/shared_checks.py). Otherwise (one slot for all, or a write that spreads)
-    ``tensor_writes`` splits it by slot."""
-    if tags is None or len(counters) > 1:
-        return False
-    slot = _one_slot(tags, keys, (), inputs)
+def checks_apart(tags: SlotTags | None, keys: Sequence[bytes], model: tuple[bytes, str],
+                 inputs: Sequence[tuple[bytes, bytes]], counters: Sequence[ScriptCall]) -> Apart | None:
+    """On a cluster, for a run's write whose outputs share one slot and whose counters (at most one RECORD_RUN
+    call) are in its model's slot: whether the model is in another slot, the cached inputs in the outputs' slot
+    (checked by their write) and those apart — with a model apart or an input apart, the write that joins other
+    runs' (server/store/shared_checks.py); with neither, one call holds everything (no grouping). None
+    otherwise (no cluster, outputs that spread): ``tensor_writes`` splits it by slot. Index loops, and no list
+    built when no input is apart: every run over a cluster asks."""
+    if tags is None or len(counters) > 1 or not keys:
+        return None
+    slot = tags.slot(keys[0])
+    for i in range(1, len(keys)):
+        if tags.slot(keys[i]) != slot:
+            return None
     model_slot = tags.slot(model[0])
-    if slot is None or model_slot == slot:
-        return False
-    return not counters or tags.slot(counters[0][1][0]) == model_slot
+    if counters and tags.slot(counters[0][1][0]) != model_slot:
+        return None
+    first_apart = 0
+    while first_apart < len(inputs) and tags.slot(inputs[first_apart][0]) == slot:
+        first_apart += 1
+    if first_apart == len(inputs):
+        return model_slot != slot, inputs, []
+    here = list(inputs[:first_apart])
+    there = [inputs[first_apart]]
+    for i in range(first_apart + 1, len(inputs)):
+        (here if tags.slot(inputs[i][0]) == slot else there).append(inputs[i])
+    return model_slot != slot, here, there
 
 
 # one slot's part of a write: its tensor keys and values, the (key, digest) checks, cached inputs and AI.INFO

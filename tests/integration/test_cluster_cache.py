@@ -61,13 +61,6 @@ def _hits_of_five_runs(conn: redis.Redis, model: str, a: str, b: str, c: str) ->
     return _info(conn, "ai_cache_hits") - before
 
 
-def test_repeated_runs_over_three_shards_read_the_metadata_from_the_cache(
-        cluster_servers: tuple[RunningServer, RunningServer], layout: tuple[str, str, str, str]) -> None:
-    """Inputs the output write cannot check atomically (another slot) never come from the cache."""
-    assert 4 <= _hits_of_five_runs(cluster_servers[0].client(), *layout) <= 5  # the metadata only
-    assert key_slot(layout[0].encode()) not in {key_slot(k.encode()) for k in layout[1:]}
-
-
 def test_cached_metadata_is_held_for_a_model_on_any_shard(
         cluster: LocalCluster, cluster_servers: tuple[RunningServer, RunningServer]) -> None:
     """The keyspace asks the cache's ``held`` first (no coroutine, no round trip): on a cluster it must look in
@@ -203,39 +196,37 @@ def test_a_changed_slot_map_drops_the_cache_and_the_moved_model_is_not_run_stale
 
 
 
-@pytest.fixture(params=["model in the slot", "model on another shard"])
-def one_slot(request: pytest.FixtureRequest, cluster: LocalCluster) -> tuple[str, str, str, str]:
-    """The two inputs and the output in one slot, the model in it too or on another shard."""
-    model = "{os}m"
+@pytest.fixture(params=["one slot", "model on another shard", "inputs on other shards", "three shards"])
+def run_layout(request: pytest.FixtureRequest, cluster: LocalCluster,
+               layout: tuple[str, str, str, str]) -> tuple[str, str, str, str]:
+    """The model, the two inputs and the output: all in one slot; the model on another shard; the model in the
+    output's slot and the inputs on other shards; ``layout``, whose model, inputs and output are on three."""
+    model, a, b, c = "{os}m", "{os}a", "{os}b", "{os}c"
+    apart = [k for k in keys_on_three_shards(cluster, "os") if owner(cluster, k).port != owner(cluster, c).port]
     if request.param == "model on another shard":
-        model = next(k for k in keys_on_three_shards(cluster, "os") if owner(cluster, k).port != owner(cluster, model).port)
-    return model, "{os}a", "{os}b", "{os}c"
+        model = apart[0]
+    elif request.param == "inputs on other shards":
+        a, b = apart
+    elif request.param == "three shards":
+        return layout
+    return model, a, b, c
 
 
-def test_inputs_in_the_outputs_slot_come_from_the_cache(
-        cluster_servers: tuple[RunningServer, RunningServer], one_slot: tuple[str, str, str, str]) -> None:
-    """Inputs in the one slot of the outputs are taken from the cache: that slot's write script checks them."""
-    assert _hits_of_five_runs(cluster_servers[0].client(), *one_slot) >= 4 * 3  # metadata and inputs, from the second on
+def test_inputs_come_from_the_cache_whatever_their_slot(
+        cluster_servers: tuple[RunningServer, RunningServer], run_layout: tuple[str, str, str, str]) -> None:
+    """A run's inputs are taken from the cache: the outputs' write script checks those in its slot, a check on
+    their own shard in the same round trip the others."""
+    assert 4 * 3 <= _hits_of_five_runs(cluster_servers[0].client(), *run_layout) <= 5 * 3  # metadata and inputs
 
 
-def test_an_input_in_another_slot_than_the_outputs_is_read_from_its_shard(
-        cluster_servers: tuple[RunningServer, RunningServer], layout: tuple[str, str, str, str]) -> None:
-    """A change through another server is seen at once, pushes or not: the input is read from its shard."""
-    model, a, b, c = layout
-    ours, theirs = (server.client() for server in cluster_servers)
-    _hits_of_five_runs(ours, model, a, b, c)
-    lose_pushes(cluster_servers[0])
-    theirs.execute_command("AI.TENSORSET", a, "FLOAT", 2, "BLOB", THREE_FOUR)
-    _run(ours, model, a, b, c)
-    assert _values(ours, c) == [6.0, 8.0]
-
-
-def test_with_every_push_lost_a_stale_cached_input_is_never_written_but_run_again(
-        cluster_servers: tuple[RunningServer, RunningServer], one_slot: tuple[str, str, str, str]) -> None:
-    """The slot's write script compares each input taken from the cache with the shard's value (STALEINPUT):
-    nothing is written and the run is done again on the store's values; AI.INFO counts each request once. An
-    input deleted meanwhile answers the store's error, with nothing written."""
-    model, a, b, c = one_slot
+def test_with_every_push_lost_a_stale_cached_input_is_never_answered_but_run_again(
+        cluster_servers: tuple[RunningServer, RunningServer], run_layout: tuple[str, str, str, str]) -> None:
+    """Each input taken from the cache is compared with its shard's value (STALEINPUT), by the outputs' write
+    script in their slot (nothing written), by a check on its own shard elsewhere (in parallel with the write,
+    which the run done again overwrites before OK): the run is done again on the store's values and AI.INFO
+    counts each request once. An input deleted meanwhile answers the store's error (with nothing written in
+    the outputs' slot; apart, the stale run's outputs stay)."""
+    model, a, b, c = run_layout
     ours, theirs = (server.client() for server in cluster_servers)
     ours.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
     _inputs(ours, a, b)
@@ -249,17 +240,20 @@ def test_with_every_push_lost_a_stale_cached_input_is_never_written_but_run_agai
         assert _values(ours, c) == expected
     info = ours.execute_command("AI.INFO", model)
     assert info[info.index(b"calls") + 1] == 6
+    theirs.execute_command("AI.TENSORSET", c, "FLOAT", 2, "BLOB", THREE_FOUR)
     theirs.delete(a)
     with pytest.raises(redis.ResponseError, match="tensor key is empty"):
         _run(ours, model, a, b, c)
-    assert _values(ours, c) == SUM  # nothing written
+    # in the outputs' slot the check refuses the write; apart, the stale run's outputs (from the cached ONE_TWO)
+    # were written beside the check that failed (docs/deployment.md, "What is atomic on a cluster")
+    assert _values(ours, c) == ([3.0, 4.0] if key_slot(a.encode()) == key_slot(c.encode()) else SUM)
 
 
 def test_an_error_computed_from_a_stale_cached_input_is_never_answered(
-        cluster_servers: tuple[RunningServer, RunningServer], one_slot: tuple[str, str, str, str]) -> None:
+        cluster_servers: tuple[RunningServer, RunningServer], run_layout: tuple[str, str, str, str]) -> None:
     """A run that fails on a cached input checks it with its counters (on the input's shard): changed meanwhile,
     and the run is done again on the store's values instead of answering the stale error."""
-    model, a, b, c = one_slot
+    model, a, b, c = run_layout
     ours, theirs = (server.client() for server in cluster_servers)
     ours.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
     _inputs(ours, a, b)

@@ -141,3 +141,34 @@ def test_runs_sharing_a_stale_check_are_each_done_again_with_the_stored_model(
     assert _counted(theirs, model, b"calls") == RUNS
     stale_answers = models_node.info("errorstats")["errorstat_STALEMODEL"]["count"]
     assert stale_answers < CONNECTIONS  # the 8 stale runs read together: 3 checks (two with their writes, 6 joined)
+
+
+@pytest.fixture
+def inputs_apart(cluster: LocalCluster) -> tuple[str, str, str, str]:
+    """The model and the outputs in one slot, each input on another shard."""
+    out = "{si}out"
+    a, b = (k for k in keys_on_three_shards(cluster, "si") if owner(cluster, k).port != owner(cluster, out).port)
+    return "{si}m", a, b, out
+
+
+def test_runs_arriving_together_share_their_inputs_checks_and_each_redoes_a_stale_one(
+        cluster: LocalCluster, two_servers: tuple[RunningServer, RunningServer],
+        inputs_apart: tuple[str, str, str, str]) -> None:
+    """Inputs on other shards than the outputs come from the cache and are checked on their shards, the runs of
+    one loop iteration that took the same value sharing one check. Our pushes lost, an input replaced through
+    the other server: every run answers OK with the new value's result, the input's node answering fewer
+    STALEINPUTs than runs were stale; AI.INFO counts each run once."""
+    model, a, b, out = inputs_apart
+    ours, theirs = (server.client() for server in two_servers)
+    _stored_and_warmed(ours, inputs_apart)
+    _runs_together(two_servers[0], model, a, b, out)  # outputs we wrote: no type check, so no read of the inputs
+    lose_pushes(two_servers[0])
+    theirs.execute_command("AI.TENSORSET", a, "FLOAT", 2, "BLOB", THREE_FOUR)
+    inputs_node = owner(cluster, a).client()
+    inputs_node.config_resetstat()
+    _runs_together(two_servers[0], model, a, b, out)
+    assert _outputs(ours, out) == [[6.0, 8.0]] * RUNS
+    assert _counted(theirs, model, b"calls") == 2 * RUNS + 2
+    stale_answers = inputs_node.info("errorstats")["errorstat_STALEINPUT"]["count"]
+    assert 0 < stale_answers < CONNECTIONS  # the 8 stale runs read together: 3 checks (two with their writes)
+    assert 0 < _checks_sent(inputs_node) <= MOST_CHECKS  # (12 seen: the input's checks shared too)

@@ -7,8 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from server.store.atomic import SET_TENSORS, record_run_call
+from server.store.cache import TrackedCache
 from server.store.cluster_keys import SlotTags, key_slot
-from server.store.keyspace import Keyspace
+from server.store.keyspace import JOIN_WHEN_WAITING, Keyspace
+from server.store.slot_writes import checks_apart
+from server.store.upstream import StoreAddress
 
 
 class _NoLink:
@@ -107,3 +110,37 @@ def test_a_key_in_another_slot_anywhere_splits_the_write() -> None:
         assert [call[1] for call in calls] == [[OUT_A, OUT_B], [MODEL if checked else INPUT]]
     calls, _inside = keyspace._tensor_writes([OUT_A, INPUT], [b"x", b"y"], True, [])
     assert [call[1] for call in calls] == [[OUT_A], [INPUT]]
+
+
+def test_checks_apart_says_what_of_a_run_lies_outside_its_outputs_slot() -> None:
+    """Everything in one slot: no join, one call; a model or an input apart: the write that joins, the inputs
+    split (in order) between its slot's call and checks of their own; outputs that spread, or counters outside
+    the model's slot: the general split."""
+    tags = SlotTags()
+    near, also_near = (b"{t}x", b"v"), (b"{t}y", b"w")
+    far = (INPUT, b"u")
+    assert key_slot(MODEL) != key_slot(OUT_A) and key_slot(INPUT) != key_slot(OUT_A)
+    counts = [record_run_call(b"__redisai_stats__:{t}m", 1, 5, 1, 0)]
+    model_counts = [record_run_call(_cluster_keyspace().stats_key(MODEL), 1, 5, 1, 0)]
+    assert checks_apart(tags, [OUT_A], (b"{t}m", DIGEST), [near], counts) == (False, [near], [])
+    assert checks_apart(tags, [OUT_A], (MODEL, DIGEST), [near], model_counts) == (True, [near], [])
+    assert checks_apart(tags, [OUT_A, OUT_B], (b"{t}m", DIGEST), [near, far, also_near], counts) == (
+        False, [near, also_near], [far])
+    assert checks_apart(tags, [OUT_A], (b"{t}m", DIGEST), [far, near], counts) == (False, [near], [far])
+    assert checks_apart(tags, [OUT_A, INPUT], (b"{t}m", DIGEST), [near], counts) is None
+    assert checks_apart(tags, [OUT_A], (b"{t}m", DIGEST), [near], model_counts) is None
+    assert checks_apart(None, [OUT_A], (b"{t}m", DIGEST), [near], counts) is None
+
+
+def test_a_cluster_under_load_reads_inputs_outside_the_outputs_slot() -> None:
+    """Inputs in the outputs' slot always come from the cache; one elsewhere only while fewer than
+    JOIN_WHEN_WAITING writes with checks apart wait (under load its read gathers concurrent runs)."""
+    keyspace = Keyspace(_NoLink(), 0, TrackedCache(StoreAddress(), 1 << 20), SlotTags())  # on; nothing read
+    near, far = [b"{t}x"], [INPUT]
+    shared = keyspace._shared
+    assert shared is not None
+    assert keyspace.inputs_from_cache(near, [OUT_A]) and keyspace.inputs_from_cache(far, [OUT_A])
+    shared.writes_waiting = JOIN_WHEN_WAITING
+    assert keyspace.inputs_from_cache(near, [OUT_A, OUT_B])
+    assert not keyspace.inputs_from_cache([*near, *far], [OUT_A])
+    assert Keyspace(_NoLink(), 0, TrackedCache(StoreAddress(), 1 << 20)).inputs_from_cache(far, [OUT_A])
