@@ -18,7 +18,7 @@ from backends.errors import AIError, raise_if_unavailable
 from server.store.atomic import SCRIPTS, STATS_PREFIX, ScriptCall, StoreScript, set_tensors_call, stats_key
 from server.store.cache import TrackedCache, TrackingRefused
 from server.store.cluster_keys import MEMO_KEY_BYTES, MEMO_KEYS, SlotTags
-from server.store.shared_checks import SharedChecks
+from server.store.shared_checks import SharedChecks, alone
 from server.store.slot_writes import Apart, checks_apart, tensor_writes
 
 Arg = bytes | str | int | float | memoryview
@@ -226,7 +226,7 @@ class Keyspace:
         apart = (checks_apart(self._tags, keys, model, inputs, also)
                  if shared is not None and model is not None and not guards else None)
         if apart is not None and shared is not None and model is not None and (apart[0] or apart[2]):
-            replies = await self._write_apart(shared, keys, encoded, empty_is_free, model, inputs, also, apart)
+            replies = await self._write_apart(shared, keys, encoded, empty_is_free, model, also, apart)
             self._raise_refused(keys, replies)
         else:  # (here, not in a coroutine of its own: one generator less a write)
             if apart is not None and model is not None:  # a cluster's run all in one slot: one call, no grouping
@@ -247,23 +247,22 @@ class Keyspace:
                 raise reply
 
     async def _write_apart(self, shared: SharedChecks, keys: Sequence[bytes], encoded: list[bytes],
-                           empty_is_free: bool, model: tuple[bytes, str], inputs: Sequence[tuple[bytes, bytes]],
-                           counters: Sequence[ScriptCall], apart: Apart) -> list[Any]:
+                           empty_is_free: bool, model: tuple[bytes, str], counters: Sequence[ScriptCall],
+                           apart: Apart) -> list[Any]:
         """A write whose model (with its counters) or some cached input lies in another slot than its outputs
         (``apart``: slot_writes.checks_apart's plan). While enough other such writes wait (``JOIN_WHEN_WAITING``)
         it joins the loop iteration's send (server/store/shared_checks.py): its outputs' write, and the checks
-        apart shared with the other runs that check the same; else it goes alone, split by slot, in one pipeline
+        apart shared with the other runs that check the same; else it sends the same calls alone, in one pipeline
         call, which costs less than a send shared by one. The replies: the write's, then its checks'."""
+        model_apart, here, there = apart
+        write = set_tensors_call(keys, encoded, empty_is_free, () if model_apart else [model], here,
+                                 () if model_apart else counters)
+        checked, counted = (model, counters) if model_apart else (None, ())
         shared.writes_waiting += 1
         try:
             if shared.writes_waiting <= JOIN_WHEN_WAITING:  # (this write counted)
-                heads, _ = self._tensor_writes(keys, encoded, empty_is_free, [model], inputs, counters)
-                return await self.run_scripts(heads)
-            model_apart, here, there = apart
-            write = set_tensors_call(keys, encoded, empty_is_free, () if model_apart else [model], here,
-                                     () if model_apart else counters)
-            replies, failure = await shared.join(write, model if model_apart else None,
-                                                 counters if model_apart else (), there)
+                return await self.run_scripts(alone(write, checked, counted, there))
+            replies, failure = await shared.join(write, checked, counted, there)
         finally:
             shared.writes_waiting -= 1
         if failure is not None:

@@ -16,7 +16,8 @@ runs that wrote or checked there only.
 Usage: ``shared = SharedChecks(send)`` (``send``: script calls to their replies, error replies as values,
 nothing raised for them); ``future = shared.join(write, model, counters, inputs)`` (``write``: the outputs'
 SET_TENSORS call; ``model``: (key, digest) to check apart, or None; ``counters``: its RECORD_RUN call, or none;
-``inputs``: (key, value) pairs to check apart), then ``replies, failure = await future``.
+``inputs``: (key, value) pairs to check apart), then ``replies, failure = await future``; a run alone sends
+``alone(write, model, counters, inputs)`` itself.
 """
 
 from __future__ import annotations
@@ -52,10 +53,10 @@ class _Check:
 
     def call(self) -> ScriptCall:
         if self.value is not None:
-            return set_tensors_call([], [], True, (), ((self.key, self.value),), ())
+            return input_check((self.key, self.value))
         numbers = self.numbers
         counters = [record_run_call(self.counter_key, numbers[0], numbers[1], numbers[2], numbers[3])]
-        return set_tensors_call([], [], True, [(self.key, self.digest)], (), counters if self.counter_key else ())
+        return model_check((self.key, self.digest), counters if self.counter_key else ())
 
 
 class _Write:
@@ -168,6 +169,27 @@ class SharedChecks:
                 own.append(replies[index])
             replies_of_run, failure = _owned(own)
             write.settle(replies_of_run, failure)
+
+
+def alone(write: ScriptCall, model: tuple[bytes, str] | None, counters: Sequence[ScriptCall],
+          inputs: Sequence[tuple[bytes, bytes]]) -> list[ScriptCall]:
+    """What ``join`` would share, for a run that sends it alone: its write, then its checks, in one list."""
+    calls = [write]
+    if model is not None:
+        calls.append(model_check(model, counters))
+    for i in range(len(inputs)):
+        calls.append(input_check(inputs[i]))
+    return calls
+
+
+def model_check(model: tuple[bytes, str], counters: Sequence[ScriptCall]) -> ScriptCall:
+    """A SET_TENSORS of no tensor checking ``model``'s digest on its shard, adding ``counters`` there."""
+    return set_tensors_call([], [], True, [model], (), counters)
+
+
+def input_check(pair: tuple[bytes, bytes]) -> ScriptCall:
+    """A SET_TENSORS of no tensor comparing a cached input's (key, value) on its shard."""
+    return set_tensors_call([], [], True, (), (pair,), ())
 
 
 def _owned(replies: list[Any]) -> tuple[list[Any], BaseException | None]:
