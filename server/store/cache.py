@@ -272,10 +272,15 @@ class DatabaseCache:
 
     def note_written(self, keys: Sequence[bytes]) -> None:
         for key in keys:
-            self.written[key] = None
-            self.written.move_to_end(key)
-        while len(self.written) > WRITTEN_KEYS_KEPT:
-            self.written.popitem(last=False)
+            self.note_written_key(key)
+
+    def note_written_key(self, key: bytes) -> None:
+        """We wrote a tensor to ``key`` last (``known_tensors``); the oldest such note beyond the bound goes."""
+        written = self.written
+        written[key] = None
+        written.move_to_end(key)
+        if len(written) > WRITTEN_KEYS_KEPT:
+            written.popitem(last=False)
 
     def _invalidate(self, keys: Any) -> None:
         if keys is None:  # FLUSHALL / FLUSHDB

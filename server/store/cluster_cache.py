@@ -12,7 +12,8 @@ Entries are dropped besides:
   cluster's watchdog aborts it: server/store/cluster_watch.py);
 * all of them when the slot map changes (slots moved, MOVED, a failover): a node that lost a slot no longer
   tells us of its keys' changes; the connections of nodes that are no longer primaries are closed;
-* by every write this server sends (``invalidate_for`` / ``forget``, over every node's entries).
+* by every write this server sends (``invalidate_for`` over every node's entries; ``forget``, an AI write's,
+  over those of the node serving each key now).
 
 A read that a node answers with a redirect (MOVED/ASK: the map changed under us) or CLUSTERDOWN is made again
 through the cluster link, which follows it, and the map is read again.
@@ -206,12 +207,15 @@ class ClusterCache(TrackedCache):
             for key in keys:
                 number = self._number(key)
                 if number != UNROUTED:
-                    self._db(number).note_written([key])
+                    self._db(number).note_written_key(key)
 
     def forget(self, db: int, keys: Sequence[bytes], keep_written: bool = False) -> None:
-        """``keys`` out of every node's entries: an entry may sit with a node that served its slot before."""
-        for cache in self._dbs.values():
-            for key in keys:
+        """``keys`` out of the entries of the node that serves each now, the only ones looked up for it: a new
+        slot map empties every node's entries (``_map_changed``), so an entry filled with another node under an
+        earlier map — a read answered after the change — is never read, and is gone at the next change."""
+        for key in keys:
+            cache = self._existing(key)
+            if cache is not None:
                 cache.forget(key, keep_written)
 
     def _map_changed(self) -> None:

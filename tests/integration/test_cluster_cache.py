@@ -266,3 +266,21 @@ def test_an_error_computed_from_a_stale_cached_input_is_never_answered(
     theirs.execute_command("AI.TENSORSET", a, "FLOAT", 2, "BLOB", THREE_FOUR)
     _run(ours, model, a, b, c)
     assert _values(ours, c) == [6.0, 8.0]
+
+
+def test_a_write_through_this_server_drops_what_it_cached_of_the_key_with_every_push_lost(
+        cluster_servers: tuple[RunningServer, RunningServer], run_layout: tuple[str, str, str, str]) -> None:
+    """Our own AI.MODELSTORE and AI.TENSORSET drop the written key's entries from the cache of the node that
+    serves it (``ClusterCache.forget``), pushes or no pushes: the next run reads both again — no cache hit
+    for them, no stale value to be checked and redone — and answers the new model on the new input."""
+    model, a, b, c = run_layout
+    conn = cluster_servers[0].client()
+    assert _hits_of_five_runs(conn, model, a, b, c) >= 4 * 3  # the model and both inputs are cached
+    lose_pushes(cluster_servers[0])
+    conn.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_mul())
+    conn.execute_command("AI.TENSORSET", a, "FLOAT", 2, "BLOB", THREE_FOUR)
+    hits, misses = _info(conn, "ai_cache_hits"), _info(conn, "ai_cache_misses")
+    _run(conn, model, a, b, c)
+    assert _values(conn, c) == [9.0, 16.0]
+    assert _info(conn, "ai_cache_hits") - hits <= 1  # b's entry alone: the model's and a's were forgotten
+    assert _info(conn, "ai_cache_misses") - misses >= 2
