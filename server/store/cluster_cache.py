@@ -151,12 +151,13 @@ class ClusterCache(TrackedCache):
         for index, command in enumerate(commands):
             groups.setdefault(self._number(command[1]), []).append(index)
         found = [False] * len(commands)
-        return await self._read_groups(commands, groups, found), found
+        return await self._read_groups(commands, groups, found, self._slot_numbers), found
 
     async def _read_groups(self, commands: Sequence[tuple[bytes, ...]], groups: dict[int, list[int]],
-                           found: list[bool]) -> list[Any]:
+                           found: list[bool], grouped_under: list[int]) -> list[Any]:
         """Every node's group; one whose entries are all held is read at once (no Task), the others in
-        parallel."""
+        parallel. ``grouped_under``: the slot memo the groups' node numbers came from (a new map makes a new
+        one): a group reached after the map changed is read through the cluster link (``_read_group``)."""
         if len(groups) == 1 and UNROUTED not in groups:
             hits: list[bool] = []
             answers = await TrackedCache.read_many(self, next(iter(groups)), commands, hits)
@@ -165,11 +166,11 @@ class ClusterCache(TrackedCache):
         replies: list[Any] = [None] * len(commands)
         held = [number for number, indices in groups.items() if self._holds(number, commands, indices)]
         waits = [number for number in groups if number not in held]
-        parts = [await self._read_group(number, commands, groups[number], found) for number in held]
+        parts = [await self._read_group(number, commands, groups[number], found, grouped_under) for number in held]
         if len(waits) == 1:
-            parts.append(await self._read_group(waits[0], commands, groups[waits[0]], found))
+            parts.append(await self._read_group(waits[0], commands, groups[waits[0]], found, grouped_under))
         elif waits:
-            parts += await asyncio.gather(*(self._read_group(number, commands, groups[number], found)
+            parts += await asyncio.gather(*(self._read_group(number, commands, groups[number], found, grouped_under)
                                             for number in waits))
         for number, part in zip([*held, *waits], parts, strict=True):
             for position, index in enumerate(groups[number]):
@@ -181,9 +182,12 @@ class ClusterCache(TrackedCache):
         return cache is not None and all(cache.holds(commands[i]) for i in indices)
 
     async def _read_group(self, number: int, commands: Sequence[tuple[bytes, ...]], indices: list[int],
-                          found: list[bool]) -> list[Any]:
+                          found: list[bool], grouped_under: list[int]) -> list[Any]:
+        """One node's part of a read. Through the cluster link when its node number is not the current map's
+        (an earlier group's read waited across a map change): that node's cache may hold an entry filled after
+        the change, which no write of ours forgets there (``forget`` drops the serving node's only)."""
         mine = [commands[i] for i in indices]
-        if number == UNROUTED:
+        if number == UNROUTED or grouped_under is not self._slot_numbers:
             return await self._link.pipeline([list(command) for command in mine])
         hits: list[bool] = []
         answers = await TrackedCache.read_many(self, number, mine, hits)
@@ -212,7 +216,8 @@ class ClusterCache(TrackedCache):
     def forget(self, db: int, keys: Sequence[bytes], keep_written: bool = False) -> None:
         """``keys`` out of the entries of the node that serves each now, the only ones looked up for it: a new
         slot map empties every node's entries (``_map_changed``), so an entry filled with another node under an
-        earlier map — a read answered after the change — is never read, and is gone at the next change."""
+        earlier map — a read answered after the change — is never read (a read whose groups were made under the
+        earlier map goes on through the cluster link: ``_read_group``), and is gone at the next change."""
         for key in keys:
             cache = self._existing(key)
             if cache is not None:

@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from backends.objects import MODEL_META_FIELDS
+from server.store.cluster_cache import ClusterCache
 from server.store.cluster_keys import key_slot
 from tests.cluster_support import LocalCluster, assign_slot, keys_on_three_shards, lose_pushes, owner, served_by
 from tests.models import torch_add, torch_mul
@@ -284,3 +285,43 @@ def test_a_write_through_this_server_drops_what_it_cached_of_the_key_with_every_
     assert _values(conn, c) == [9.0, 16.0]
     assert _info(conn, "ai_cache_hits") - hits <= 1  # b's entry alone: the model's and a's were forgotten
     assert _info(conn, "ai_cache_misses") - misses >= 2
+
+
+def test_a_read_whose_node_groups_were_made_under_an_earlier_map_reads_through_the_link(
+        cluster: LocalCluster, cluster_servers: tuple[RunningServer, RunningServer],
+        layout: tuple[str, str, str, str]) -> None:
+    """A read of keys on several nodes groups them by the map of the moment; should the map change while one
+    group's read waits, the later groups are read through the cluster link, not from the caches of nodes
+    numbered under the earlier map — where an entry filled after the change may sit that no write of ours
+    forgets (``ClusterCache.forget`` drops the serving node's entries only). Here such an entry is planted:
+    read with the groups' map current, it is answered from the cache; with the map changed since, from the
+    store."""
+    model, a, b, c = layout
+    server = cluster_servers[0]
+    conn = server.client()
+    _hits_of_five_runs(conn, model, a, b, c)  # the model's metadata and the inputs cached on their nodes
+    cache = server.server.ctx.store.cache
+    assert isinstance(cache, ClusterCache)
+    commands = [(b"HMGET", model.encode(), *MODEL_META_FIELDS), (b"GET", a.encode())]
+
+    async def read(map_changed: bool) -> tuple[list[Any], list[bool]]:
+        node = cache._dbs[cache._number(a.encode())]
+        value, size = node._entries[commands[1]]
+        node._entries[commands[1]] = (b"planted", size)  # what a fill after a map change could leave there
+        groups: dict[int, list[int]] = {}
+        for index, command in enumerate(commands):
+            groups.setdefault(cache._number(command[1]), []).append(index)
+        grouped_under = list(cache._slot_numbers) if map_changed else cache._slot_numbers
+        found = [False] * len(commands)
+        try:
+            return await cache._read_groups(commands, groups, found, grouped_under), found
+        finally:
+            node._entries[commands[1]] = (value, size)
+
+    def read_on_its_loop(map_changed: bool) -> tuple[list[Any], list[bool]]:
+        return asyncio.run_coroutine_threadsafe(read(map_changed), server.loop).result(10)
+
+    replies, found = read_on_its_loop(map_changed=False)
+    assert replies[1] == b"planted" and found == [True, True]
+    replies, found = read_on_its_loop(map_changed=True)
+    assert replies[1] == owner(cluster, a).client().get(a) != b"planted" and found == [False, False]
