@@ -14,7 +14,8 @@ cache (on a cluster: one tracking connection per primary, server/store/cluster_c
 rotated each round. Why: this VM's speed drifts by 1.5-2x within minutes, so a ratio of two runs minutes apart
 moved ±0.2. A ratio of two runs seconds apart, taken each round, is less exposed to the drift; the table gives
 its median over the rounds, with the lowest and highest round to show how far one round can be trusted. The
-other figures are medians over the rounds.
+other figures are medians over the rounds. "one, no cache" runs on the same store as "one node": its ratio is
+the control, the method's own noise (on this VM medians of 12 rounds still read 0.87-1.05 there).
 ``--clients``: redis-benchmark's connections (50; fewer shows where a cluster run's shared sends begin);
 ``--only``: the rows to measure, by name.
 """
@@ -173,9 +174,9 @@ def run(requests: int, rounds: int, clients: int, only: Sequence[str], extra: li
                 _rounds(contenders, command, requests, rounds, clients)
                 table.extend(_rows(command, contenders))
     print_table(f"Routing over a 3-primary cluster (model, input and output on {spread} shards), {clients} clients, "
-                f"{rounds} "
-                f"alternating rounds of {requests:,} requests ({requests * CHEAP_COMMAND_FACTOR:,} for TENSORSET/GET);"
-                " medians; CPU: our server, then the store nodes together; ratio: the rounds' median (lowest-highest)",
+                f"{rounds} alternating rounds of {requests:,} requests ({requests * CHEAP_COMMAND_FACTOR:,} for "
+                "TENSORSET/GET); medians; CPU: our server, then the store nodes together; ratio: the rounds' median "
+                "(lowest-highest)",
                 ["command", "store", *CELL_NAMES, "store CPU us/req", "ours cluster/one"], table)
 
 
