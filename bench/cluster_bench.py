@@ -15,7 +15,7 @@ rotated each round. Why: this VM's speed drifts by 1.5-2x within minutes, so a r
 moved ±0.2. A ratio of two runs seconds apart, taken each round, is less exposed to the drift; the table gives
 its median over the rounds, with the lowest and highest round to show how far one round can be trusted. The
 other figures are medians over the rounds. "one, no cache" runs on the same store as "one node": its ratio is
-the control, the method's own noise (on this VM medians of 12 rounds still read 0.87-1.05 there).
+the control, the method's own noise (on this VM medians of 12 rounds still read 0.85-1.05 there).
 ``--clients``: redis-benchmark's connections (50; fewer shows where a cluster run's shared sends begin);
 ``--only``: the rows to measure, by name.
 """
