@@ -14,7 +14,7 @@ from __future__ import annotations
 import binascii
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from backends import errors as msgs
 from backends.errors import AIError
@@ -34,6 +34,16 @@ _OPEN: Final = ord("{")
 _CLOSE: Final = ord("}")
 MEMO_KEYS: Final = 1024  # keys whose slot SlotTags remembers (then it starts over)
 MEMO_KEY_BYTES: Final = 128  # longer keys are not remembered (their CRC dominates; no large key is held)
+Remembered = TypeVar("Remembered")
+
+
+def remember(memo: dict[bytes, Remembered], key: bytes, value: Remembered) -> None:
+    """``value`` kept for ``key`` in a bounded memo (``SlotTags.slot``'s, ``Keyspace.stats_key``'s): keys of up
+    to ``MEMO_KEY_BYTES`` only, and at most ``MEMO_KEYS`` of them, then the memo starts over."""
+    if len(key) <= MEMO_KEY_BYTES:
+        if len(memo) >= MEMO_KEYS:
+            memo.clear()
+        memo[key] = value
 
 
 def key_slot(key: bytes) -> int:
@@ -93,10 +103,7 @@ class SlotTags:
         if found is not None:
             return found
         slot = key_slot(key)
-        if len(key) <= MEMO_KEY_BYTES:
-            if len(self._slots) >= MEMO_KEYS:
-                self._slots.clear()
-            self._slots[key] = slot
+        remember(self._slots, key, slot)
         return slot
 
     def common(self, keys: Sequence[bytes]) -> int | None:

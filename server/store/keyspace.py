@@ -17,7 +17,7 @@ from backends import errors as msgs
 from backends.errors import AIError, raise_if_unavailable
 from server.store.atomic import SCRIPTS, STATS_PREFIX, ScriptCall, StoreScript, set_tensors_call, stats_key
 from server.store.cache import TrackedCache, TrackingRefused
-from server.store.cluster_keys import MEMO_KEY_BYTES, MEMO_KEYS, SlotTags
+from server.store.cluster_keys import SlotTags, remember
 from server.store.shared_checks import SharedChecks, alone
 from server.store.slot_writes import Apart, checks_apart, tensor_writes
 
@@ -78,10 +78,7 @@ class Keyspace:
         found = self._stats_keys.get(key)  # (remembered: ~1k instructions a run, the tag's slot and the joins)
         if found is None:
             found = STATS_PREFIX + b"{" + self._tags.of(self._tags.slot(key)) + b"}" + key
-            if len(key) <= MEMO_KEY_BYTES:
-                if len(self._stats_keys) >= MEMO_KEYS:
-                    self._stats_keys.clear()
-                self._stats_keys[key] = found
+            remember(self._stats_keys, key, found)
         return found
 
     def object_of_stats(self, name: bytes) -> bytes:
