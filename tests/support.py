@@ -172,6 +172,25 @@ def assert_overlapped(server: RunningServer, first: str, second: str) -> None:
     assert start_a < end_b and start_b < end_a, f"{first} ran {start_a:.4f}-{end_a:.4f}, {second} {start_b:.4f}-{end_b:.4f}"
 
 
+@contextmanager
+def loop_held(server: RunningServer) -> Iterator[None]:
+    """The server's event loop stopped in a callback until the block ends: what is sent meanwhile is read in
+    one loop iteration after it (the pipelined runs of one connection run one after the other; those of
+    several connections, together)."""
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        holding.set()
+        release.wait(30)
+
+    server.loop.call_soon_threadsafe(hold)
+    assert holding.wait(30)
+    try:
+        yield
+    finally:
+        release.set()
+
+
 class RawClient:
     """A plain socket speaking RESP bytes, for asserting exact wire replies."""
 

@@ -93,13 +93,16 @@ async def execute_single_op(ai: AIState, keyspace: Keyspace, op: SingleOp) -> An
 
 
 async def _inputs_still_current(keyspace: Keyspace, op: SingleOp, counters: list[ScriptCall]) -> bool:
-    """Write ``counters``; when the run took inputs from the coherent cache (and may run again), check them in
-    the same round trip: False if one changed, so that no error computed from a stale value is answered."""
-    if not op.cached_inputs or op.again is None:
+    """Write ``counters``; when the run may run again, check in the same round trip that the store still holds
+    the model it ran (its digest) and the inputs it took from the coherent cache: False if one changed, so that
+    no error or TIMEDOUT computed from a stale model or value is answered (the model's cached metadata is as
+    stale as an input when a push is still on its way)."""
+    model = (op.key, op.digest) if op.digest is not None else None
+    if op.again is None or (model is None and not op.cached_inputs):
         await keyspace.run_scripts(counters)
         return True
     try:
-        await keyspace.set_tensors([], [], also=counters, inputs=op.cached_inputs)
+        await keyspace.set_tensors([], [], also=counters, model=model, inputs=op.cached_inputs)
     except AIError as exc:
         if exc.message.startswith(STALE_PREFIXES):
             return False

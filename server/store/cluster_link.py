@@ -41,6 +41,13 @@ class ClusterLink:
         """One link per primary, for what must visit every shard (SCAN)."""
         return [self._cluster.link(address) for address in self._cluster.topology.primaries]
 
+    def node_of(self, key: bytes) -> object:
+        """The primary serving ``key``'s slot (the map's one address object a node), or None when none does."""
+        try:
+            return self._cluster.primary_for(self._cluster.tags.slot(key))
+        except AIError:
+            return None
+
     async def pipeline(self, commands: list[list[bytes]]) -> list[Any]:
         slots = [self._slot(argv) for argv in commands]
         common = _common(slots)

@@ -59,6 +59,9 @@ class ClusterState:
         # the entry holds the address, so its id is not reused while it stands
         self._link_of: dict[int, tuple[StoreAddress, RedisLink]] = {}
         self._relays: dict[tuple[str, int], SharedRelay] = {}
+        # each node's connection for the map query alone: asked on the AI link, it waited behind that link's
+        # commands, and its timeout closed the link under them (a node busy for 2 s lost its commands)
+        self._map_links: dict[tuple[str, int], RedisLink] = {}
         self._refresh: asyncio.Task[None] | None = None
         self._periodic: asyncio.Task[None] | None = None
         self._watching: asyncio.Task[None] | None = None
@@ -169,7 +172,7 @@ class ClusterState:
                 problems.append(f"{address.host}:{address.port}: {exc.message}")
                 continue
             except TimeoutError:
-                self.link(address).close()  # its replies, if they ever come, must not answer later requests
+                self._map_link(address).close()  # its reply, if it ever comes, must not answer a later query
                 problems.append(f"{address.host}:{address.port}: no answer within {TOPOLOGY_TIMEOUT_S:g}s")
                 continue
             if topology.primaries:
@@ -181,8 +184,15 @@ class ClusterState:
             problems.append(f"{address.host}:{address.port}: no slots assigned")
         raise AIError(msgs.NO_TOPOLOGY_FMT.format(detail="; ".join(dict.fromkeys(problems))))
 
+    def _map_link(self, address: StoreAddress) -> RedisLink:
+        where = (address.host, address.port)
+        found = self._map_links.get(where)
+        if found is None:
+            found = self._map_links[where] = RedisLink(self.address(address), 0)
+        return found
+
     async def _read_topology(self, address: StoreAddress) -> Topology:
-        shards, slots = await self.link(address).pipeline([[b"CLUSTER", b"SHARDS"], [b"CLUSTER", b"SLOTS"]])
+        shards, slots = await self._map_link(address).pipeline([[b"CLUSTER", b"SHARDS"], [b"CLUSTER", b"SLOTS"]])
         if not isinstance(shards, AIError):
             return parse_shards(shards, self.seed)
         if isinstance(slots, AIError):
@@ -198,7 +208,7 @@ class ClusterState:
         for task in (self._refresh, self._periodic, self._watching):
             if task is not None:
                 task.cancel()
-        for link in self._links.values():
+        for link in [*self._links.values(), *self._map_links.values()]:
             link.close()
         for relay in self._relays.values():
             relay.close()

@@ -40,6 +40,11 @@ class StoreLink(Protocol):
         """A link per shard, for what must visit all of them (one on a single store; each primary of a cluster)."""
         ...
 
+    def node_of(self, key: bytes) -> object:
+        """The node a command on ``key`` goes to now: the same object for every key that node serves (None on a
+        single store), so that calls can be sent apart by node (server/store/shared_checks.py)."""
+        ...
+
 
 def to_argv(args: Sequence[Arg]) -> list[bytes]:
     out: list[bytes] = []
@@ -68,7 +73,7 @@ class Keyspace:
         self._tags = slot_tags  # a cluster's: derived keys are put in their object's slot
         self._stats_keys: dict[bytes, bytes] = {}  # a cluster's: each object's counters key (``stats_key``)
         # a cluster's runs whose model or inputs are apart from their outputs join (server/store/shared_checks.py)
-        self._shared = SharedChecks(self.script_replies) if slot_tags is not None else None
+        self._shared = SharedChecks(self.script_replies, link.node_of) if slot_tags is not None else None
 
     def stats_key(self, key: bytes) -> bytes:
         """Where the AI.INFO counters of ``key`` live; on a cluster, in ``key``'s slot (a hash tag that maps
@@ -211,7 +216,7 @@ class Keyspace:
         of the inputs a run took from our cache; STALEINPUT and nothing written if one holds another value now
         (on a cluster, an input in another slot than the outputs is compared on its own shard, in the same round
         trip, not atomically with their write: docs/deployment.md, "What is atomic on a cluster")."""
-        if not keys and not inputs:
+        if not keys and not inputs and model is None:
             await self.run_scripts(also)
             return
         # Our write in flight leaves the keys marked as ours: were the mark dropped until the reply, concurrent

@@ -371,6 +371,9 @@ class RedisLink:
     def shards(self) -> list[RedisLink]:
         return [self]
 
+    def node_of(self, key: bytes) -> object:
+        return None  # one store: every key's commands share its round trip
+
     def close(self) -> None:
         if self._upstream is not None:
             self._upstream.close()

@@ -11,12 +11,16 @@ iteration *join*: each adds its outputs' write, the model's check (same model, d
 check, the counters summed) and its inputs' checks (same key and value: one check); one Task a loop iteration
 sends them all in one call, and settles each run's one future with its own replies — its write's, and a copy of
 each check's it joined. A client that goes away cancels only its own wait; a shard that cannot answer fails the
-runs that wrote or checked there only.
+runs that wrote or checked there only. A round whose calls go to several nodes sends each node's part on its
+own, and a run is answered once the parts it wrote or checked in are: a node that hangs until the watchdog gives
+up on it, answers MOVED (a map refresh first) or TRYAGAIN (a pause), or must be connected first, holds only the
+runs that touched it, not every run that happened to join the same loop iteration.
 
-Usage: ``shared = SharedChecks(send)`` (``send``: script calls to their replies, error replies as values,
-nothing raised for them); ``future = shared.join(write, model, counters, inputs)`` (``write``: the outputs'
-SET_TENSORS call; ``model``: (key, digest) to check apart, or None; ``counters``: its RECORD_RUN call, or none;
-``inputs``: (key, value) pairs to check apart), then ``replies, failure = await future``; a run alone sends
+Usage: ``shared = SharedChecks(send, node_of)`` (``send``: script calls to their replies, error replies as
+values, nothing raised for them; ``node_of``: the node a command on a key goes to, the same object for one
+node's keys); ``future = shared.join(write, model, counters, inputs)`` (``write``: the outputs' SET_TENSORS
+call; ``model``: (key, digest) to check apart, or None; ``counters``: its RECORD_RUN call, or none; ``inputs``:
+(key, value) pairs to check apart), then ``replies, failure = await future``; a run alone sends
 ``alone(write, model, counters, inputs)`` itself.
 """
 
@@ -31,6 +35,7 @@ from backends.errors import AIError, unavailable
 from server.store.atomic import ScriptCall, record_run_call, set_tensors_call
 
 SendScripts = Callable[[Sequence[ScriptCall]], Awaitable[list[Any]]]
+NodeOf = Callable[[bytes], object]  # the node a command on a key goes to (None: the one node, or none serves it)
 Outcome = tuple[list[Any], BaseException | None]
 """What a joined run gets: its write's reply then its checks' (an AIError value for an error reply, e.g.
 STALEMODEL, each run's own copy), and what to raise instead, if anything (a shard of its write or of one of its
@@ -103,8 +108,9 @@ class _Round:
 class SharedChecks:
     """The writes and checks joined in this loop iteration (see the module docstring)."""
 
-    def __init__(self, send: SendScripts) -> None:
+    def __init__(self, send: SendScripts, node_of: NodeOf | None = None) -> None:
         self._send = send
+        self._node_of = node_of
         self._round = _Round()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sending: set[asyncio.Task[None]] = set()  # (the loop keeps only a weak reference to a Task)
@@ -155,20 +161,103 @@ class SharedChecks:
         calls = [check.call() for check in checks]
         for write in writes:
             calls.append(write.call)
+        parts = self._parts(calls)
+        if parts is None:  # one node: one send, every run answered from it
+            await self._send_part(_Answers(checks, writes, calls, None), calls, None)
+            return
+        answers = _Answers(checks, writes, calls, parts)
+        await asyncio.gather(*(self._send_part(answers, [calls[i] for i in part], part) for part in parts))
+
+    def _parts(self, calls: list[ScriptCall]) -> list[list[int]] | None:
+        """The calls' indices by the node each goes to (in order within a node), or None when all go to one."""
+        node_of = self._node_of
+        if node_of is None:
+            return None
+        nodes: list[object] = []
+        parts: list[list[int]] = []
+        for i in range(len(calls)):
+            keys = calls[i][1]
+            node = node_of(keys[0]) if keys else None
+            j = 0
+            while j < len(nodes) and nodes[j] is not node:
+                j += 1
+            if j == len(nodes):
+                nodes.append(node)
+                parts.append([])
+            parts[j].append(i)
+        return parts if len(parts) > 1 else None
+
+    async def _send_part(self, answers: _Answers, calls: list[ScriptCall], part: list[int] | None) -> None:
+        """One node's calls (``part``: their indices in the round; None: the whole round), then every run whose
+        parts are all in is answered."""
         try:
             replies = await self._send(calls)
-        except Exception as exc:  # (sending failed as a whole: each run raises it, as its own send would have)
-            for write in writes:  # (an AIError: each run its own copy, as for a reply)
-                write.settle([], AIError(exc.message) if isinstance(exc, AIError) else exc)
+        except Exception as exc:  # (sending failed as a whole: its runs raise it, as their own send would have)
+            answers.failed(part, exc)
             return
-        first = len(checks)
+        answers.answered(part, replies)
+
+
+class _Answers:
+    """A round's replies as its parts come in, and which runs wait for which parts: a run is settled once each
+    part holding its write or one of its checks has come in (with the first failure among them, if any)."""
+
+    __slots__ = ("failures", "first", "part_of", "parts_of_run", "replies", "waiting", "writes")
+
+    def __init__(self, checks: list[_Check], writes: list[_Write], calls: list[ScriptCall],
+                 parts: list[list[int]] | None) -> None:
+        self.writes = writes
+        self.first = len(checks)  # the writes' calls follow the checks'
+        self.replies: list[Any] = [None] * len(calls)
+        self.failures: list[BaseException | None] = [None] * len(calls)
+        self.part_of: list[int] = [0] * len(calls)
+        self.parts_of_run: list[set[int]] = []  # each run's parts (none kept when the round is one part)
+        if parts is None:
+            self.waiting = [1] * len(writes)
+            return
+        for number in range(len(parts)):
+            for index in parts[number]:
+                self.part_of[index] = number
         for j in range(len(writes)):
-            write = writes[j]
-            own = [replies[first + j]]
-            for index in write.checks:
-                own.append(replies[index])
-            replies_of_run, failure = _owned(own)
-            write.settle(replies_of_run, failure)
+            found = {self.part_of[self.first + j]}
+            for index in writes[j].checks:
+                found.add(self.part_of[index])
+            self.parts_of_run.append(found)
+        self.waiting = [len(found) for found in self.parts_of_run]
+
+    def answered(self, part: list[int] | None, replies: list[Any]) -> None:
+        if part is None:
+            self.replies = replies
+        else:
+            for position in range(len(part)):
+                self.replies[part[position]] = replies[position]
+        self._part_in(part)
+
+    def failed(self, part: list[int] | None, exc: BaseException) -> None:
+        for index in part if part is not None else range(len(self.replies)):
+            self.failures[index] = exc
+        self._part_in(part)
+
+    def _part_in(self, part: list[int] | None) -> None:
+        """A part came in: each run that waited for it and for nothing else is settled."""
+        number = self.part_of[part[0]] if part is not None else -1
+        for j in range(len(self.writes)):
+            if number >= 0 and number not in self.parts_of_run[j]:
+                continue
+            self.waiting[j] -= 1
+            if self.waiting[j] == 0:
+                self._settle(j)
+
+    def _settle(self, j: int) -> None:
+        write = self.writes[j]
+        indices = [self.first + j, *write.checks]
+        for index in indices:  # (an AIError: each run its own copy, as for a reply)
+            exc = self.failures[index]
+            if exc is not None:
+                write.settle([], AIError(exc.message) if isinstance(exc, AIError) else exc)
+                return
+        replies_of_run, failure = _owned([self.replies[index] for index in indices])
+        write.settle(replies_of_run, failure)
 
 
 def alone(write: ScriptCall, model: tuple[bytes, str] | None, counters: Sequence[ScriptCall],

@@ -13,7 +13,7 @@ import redis
 from backends.errors import AIError
 from server.config import Config
 from server.store.embedded import EmbeddedStore
-from tests.models import torch_add, torch_mul
+from tests.models import torch_add, torch_matmul, torch_mul
 from tests.support import RunningServer, running_server
 
 ONE_TWO = b"\x00\x00\x80?\x00\x00\x00@"  # float32 [1, 2]
@@ -191,6 +191,24 @@ def test_an_error_computed_from_a_stale_cached_input_is_never_answered(
     assert theirs.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", THREE_FOUR) == b"OK"
     assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c") == b"OK"
     assert _values(ours, "c") == [4, 6]
+
+
+def test_an_error_computed_from_a_stale_cached_model_is_never_answered(
+        shared_store: tuple[redis.Redis, redis.Redis, redis.Redis], server: RunningServer) -> None:
+    """A run that fails (here a matrix product of shapes that do not multiply) checks the digest of the model
+    it took from the cache with its counters: re-stored meanwhile through another server, the run is done again
+    with the store's model instead of answering the stale model's error."""
+    ours, theirs, _direct = shared_store
+    ours.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_matmul())
+    ours.execute_command("AI.TENSORSET", "a", "FLOAT", 1, 2, "BLOB", ONE_TWO)
+    for _ in range(2):  # the second run takes the model's metadata from the cache
+        with pytest.raises(redis.ResponseError, match="mat1 and mat2 shapes cannot be multiplied"):
+            ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c")
+    _drop_pushes(server)
+    assert theirs.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add()) == b"OK"
+    assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c") == b"OK"
+    assert _values(ours, "c") == [2.0, 4.0]
+    assert _calls(ours, "m") == 1  # the re-store zeroed the counters; the request counts once
 
 
 def test_a_cached_input_deleted_or_retyped_meanwhile_answers_the_stores_error(

@@ -15,7 +15,7 @@ from backends.objects import MODEL_META_FIELDS
 from server.store.cluster_cache import ClusterCache
 from server.store.cluster_keys import key_slot
 from tests.cluster_support import LocalCluster, assign_slot, keys_on_three_shards, lose_pushes, owner, served_by
-from tests.models import torch_add, torch_mul
+from tests.models import torch_add, torch_matmul, torch_mul
 from tests.support import RunningServer, wait_until
 
 ONE_TWO = b"\x00\x00\x80?\x00\x00\x00@"  # float32 [1, 2]
@@ -267,6 +267,25 @@ def test_an_error_computed_from_a_stale_cached_input_is_never_answered(
     theirs.execute_command("AI.TENSORSET", a, "FLOAT", 2, "BLOB", THREE_FOUR)
     _run(ours, model, a, b, c)
     assert _values(ours, c) == [6.0, 8.0]
+
+
+def test_an_error_computed_from_a_stale_cached_model_is_never_answered(
+        cluster_servers: tuple[RunningServer, RunningServer], run_layout: tuple[str, str, str, str]) -> None:
+    """A run that fails on the model it took from the cache checks the model's digest with its counters (on the
+    model's shard): re-stored meanwhile through another server, the run is done again with the store's model
+    instead of answering the stale model's error."""
+    model, a, b, c = run_layout
+    ours, theirs = (server.client() for server in cluster_servers)
+    ours.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_matmul())
+    for key in (a, b):
+        ours.execute_command("AI.TENSORSET", key, "FLOAT", 1, 2, "BLOB", ONE_TWO)
+    for _ in range(2):  # the second run takes the model's metadata from the cache
+        with pytest.raises(redis.ResponseError, match="mat1 and mat2 shapes cannot be multiplied"):
+            ours.execute_command("AI.MODELEXECUTE", model, "INPUTS", 2, a, b, "OUTPUTS", 1, c)
+    lose_pushes(cluster_servers[0])
+    theirs.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
+    _run(ours, model, a, b, c)
+    assert _values(ours, c) == [2.0, 4.0]
 
 
 def test_a_write_through_this_server_drops_what_it_cached_of_the_key_with_every_push_lost(

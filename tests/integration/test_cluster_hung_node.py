@@ -6,16 +6,20 @@ cluster, since it stops a node."""
 from __future__ import annotations
 
 import signal
+import socket
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 import redis
 
 from server.config import Config
+from server.store.cluster import ClusterStore
 from server.store.cluster_keys import key_slot
 from tests.cluster_support import LocalCluster, local_cluster, writes_tensor
-from tests.support import running_server, wait_until
+from tests.models import torch_add
+from tests.support import loop_held, running_server, wait_until
 
 NODE_TIMEOUT_MS = 300
 CLIENT_WAIT_S = 30  # every client read is bounded: a hang fails the test instead of stalling it
@@ -83,3 +87,77 @@ def test_a_hung_node_answers_an_error_naming_it_and_the_other_shards_go_on(small
         assert client.execute_command("AI.TENSORGET", hung_key, "VALUES") == [4]
         for conn in (client, relayed, other_client):
             conn.close()
+
+
+ONE_TWO = b"\x00\x00\x80?\x00\x00\x00@"  # float32 [1, 2]
+RUNS_APART, RUNS_HELD = 6, 2  # runs arriving together: checks on live shards only; a check on the hung one
+
+
+def _model_run(model: str, tag: str, n: int) -> bytes:
+    parts = [part.encode() for part in ("AI.MODELEXECUTE", model, "INPUTS", "2", f"{{{tag}}}a", f"{{{tag}}}a",
+                                        "OUTPUTS", "1", f"{{{tag}}}out{n}")]
+    return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(part), part) for part in parts)
+
+
+def test_runs_joined_with_one_checking_on_a_hung_node_are_answered_without_it(small_cluster: LocalCluster) -> None:
+    """Runs arriving together join one send of their writes and checks (server/store/shared_checks.py). One
+    whose model is on a node that hangs waits for that node; the others, whose writes and checks are all on
+    live nodes, are answered meanwhile — not held until the watchdog gives the hung node up (a minute here)."""
+    cluster = small_cluster
+    live, victim, third = cluster.primaries()
+    tag = _key_on(cluster, live.port, "t")
+    held_model, live_model = _key_on(cluster, victim.port, "hm"), _key_on(cluster, third.port, "lm")
+    config = Config(port=0, redis_url=cluster.seed_url, shutdown_timeout=2.0, cluster_node_timeout_ms=60_000,
+                    inline_op_us=10**6)  # every run on the loop thread: runs read together run together
+    with running_server(config) as server:
+        conn = server.client()
+        conn.execute_command("AI.TENSORSET", f"{{{tag}}}a", "FLOAT", 2, "BLOB", ONE_TWO)
+        for model in (held_model, live_model):
+            conn.execute_command("AI.MODELSTORE", model, "TORCH", "CPU", "BLOB", torch_add())
+            for _ in range(2):  # its metadata cached, its cost measured on the loop thread
+                assert conn.execute_command("AI.MODELEXECUTE", model, "INPUTS", 2, f"{{{tag}}}a", f"{{{tag}}}a",
+                                            "OUTPUTS", 1, f"{{{tag}}}warm") == b"OK"
+        clients = [server.raw() for _ in range(RUNS_APART + RUNS_HELD)]
+        victim.proc.send_signal(signal.SIGSTOP)
+        try:
+            with loop_held(server):
+                for n, client in enumerate(clients):
+                    client.send(_model_run(held_model if n < RUNS_HELD else live_model, tag, n))
+            for client in clients[RUNS_HELD:]:
+                assert client.read_exactly(b"+OK\r\n", timeout=CLIENT_WAIT_S) == b"+OK\r\n"
+            assert all(client.read_until(b"\r\n", timeout=0.5) == b"" for client in clients[:RUNS_HELD])
+        finally:
+            victim.proc.send_signal(signal.SIGCONT)
+        for client in clients[:RUNS_HELD]:  # once the node answers again, so are they
+            assert client.read_exactly(b"+OK\r\n", timeout=CLIENT_WAIT_S) == b"+OK\r\n"
+        assert [float(v) for v in conn.execute_command("AI.TENSORGET", f"{{{tag}}}out0", "VALUES")] == [2.0, 4.0]
+        for client in clients:
+            client.close()
+
+
+def test_a_map_read_timing_out_on_a_busy_node_leaves_its_commands_be() -> None:
+    """A primary busy for longer than the map query waits (DEBUG SLEEP 3, under the 10 s node timeout): a map
+    refresh meanwhile gives that node up for the map (it asks the next), on its own connection — the command
+    our client has in flight there is answered once the node is, not failed with its link closed."""
+    with local_cluster(primaries=3, replicas=0, full_coverage=False,
+                       node_options=("--enable-debug-command", "yes")) as cluster:
+        config = Config(port=0, redis_url=cluster.seed_url, shutdown_timeout=2.0, cluster_node_timeout_ms=10_000)
+        with running_server(config) as server:
+            store = server.server.ctx.store
+            assert isinstance(store, ClusterStore)
+            state = store.cluster
+            asked_first = state.topology.primaries[0]
+            busy = next(node for node in cluster.primaries() if node.port == asked_first.port)
+            key = _key_on(cluster, busy.port, "busy")
+            client = redis.Redis(host="127.0.0.1", port=server.port, socket_timeout=CLIENT_WAIT_S)
+            assert writes_tensor(client, key, 7)
+            sleeper = socket.create_connection(("127.0.0.1", busy.port), timeout=CLIENT_WAIT_S)
+            sleeper.sendall(b"DEBUG SLEEP 3\r\n")
+            try:
+                time.sleep(0.3)  # (were the node not asleep yet, the read below would only pass sooner)
+                server.loop.call_soon_threadsafe(state.request_refresh)  # what the 5 s timer or a MOVED does
+                assert client.execute_command("AI.TENSORGET", key, "VALUES") == [7]
+                assert sleeper.recv(16) == b"+OK\r\n"
+            finally:
+                sleeper.close()
+            client.close()

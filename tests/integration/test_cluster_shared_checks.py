@@ -4,9 +4,7 @@ not one each — and still each is counted, answered, and done again when the mo
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 import redis
@@ -15,7 +13,7 @@ from server.config import Config
 from tests.cluster_support import LocalCluster, keys_on_three_shards, lose_pushes, owner
 from tests.integration.test_cluster_cache import ONE_TWO, THREE_FOUR
 from tests.models import torch_add, torch_mul
-from tests.support import RunningServer, running_server
+from tests.support import RunningServer, loop_held, running_server
 
 CONNECTIONS = 8
 RUNS_EACH = 6  # pipelined on each connection: 48 runs arrive together
@@ -48,31 +46,12 @@ def _command(*args: str | int) -> bytes:
     return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(part), part) for part in parts)
 
 
-@contextmanager
-def _loop_held(server: RunningServer) -> Iterator[None]:
-    """The server's event loop stopped in a callback until the block ends: what is sent meanwhile is read in
-    one loop iteration after it (the pipelined runs of one connection run one after the other; those of
-    several connections, together)."""
-    holding, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        holding.set()
-        release.wait(30)
-
-    server.loop.call_soon_threadsafe(hold)
-    assert holding.wait(30)
-    try:
-        yield
-    finally:
-        release.set()
-
-
 def _runs_together(server: RunningServer, model: str, a: str, b: str, out: str) -> None:
     """``CONNECTIONS`` connections each send ``RUNS_EACH`` pipelined runs (each its own output), all sent while
     the server's loop is held; every run must answer OK."""
     clients = [server.raw() for _ in range(CONNECTIONS)]
     try:
-        with _loop_held(server):
+        with loop_held(server):
             for n, client in enumerate(clients):
                 client.send(b"".join(_command("AI.MODELEXECUTE", model, "INPUTS", 2, a, b, "OUTPUTS", 1,
                                               f"{out}{n}.{i}") for i in range(RUNS_EACH)))

@@ -97,6 +97,9 @@ class OkLink:
     def shards(self) -> list[OkLink]:
         return [self]
 
+    def node_of(self, key: bytes) -> object:
+        return None
+
 
 def test_host_guards_against_the_loop_thread_a_stopped_loop_and_a_closed_one() -> None:
     ai = AIState.from_config(Config(port=0))

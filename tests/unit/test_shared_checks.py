@@ -205,6 +205,9 @@ class _Shards:
     def shards(self) -> list[Any]:
         return [self]
 
+    def node_of(self, key: bytes) -> object:
+        return None
+
 
 MODEL_A, MODEL_B, OUT, MODEL_T, INPUT = b"model3", b"in0", b"{t}out", b"{t}m", b"in1"
 
@@ -240,3 +243,54 @@ def test_writes_alone_and_together_over_a_cluster() -> None:
     joined = link.sent[2]
     assert [argv[3] for argv in joined] == [MODEL_A, MODEL_B, INPUT, OUT, OUT, OUT]
     assert MODEL_T in joined[5]  # the model in the outputs' slot is checked by their write
+
+
+class _Nodes:
+    """Three nodes by a key's first letter: ``a`` and ``b`` answer at once (each reply naming its node and its
+    place in that node's part), ``h`` hangs until released, ``f`` cannot be reached (its send raises)."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.parts: list[list[ScriptCall]] = []
+
+    @staticmethod
+    def node_of(key: bytes) -> object:
+        return key[:1]
+
+    async def send(self, calls: Sequence[ScriptCall]) -> list[Any]:
+        self.parts.append(list(calls))
+        node = {self.node_of(call[1][0]) for call in calls}
+        assert len(node) == 1, "one node's calls a send"
+        name = node.pop()
+        if name == b"h":
+            await self.release.wait()
+        elif name == b"f":
+            raise AIError("ERR backing store unavailable: f: [Errno 111] Connection refused")
+        return [f"{name!r} {i}" for i in range(len(calls))]
+
+
+def test_a_round_over_several_nodes_answers_each_run_once_its_own_nodes_answered() -> None:
+    """A round's calls go to their nodes apart: a run whose write and checks are on nodes that answered is
+    settled while another run of the same round waits on a node that hangs; a node that cannot be reached fails
+    only the runs that wrote or checked there; the hung node's runs are answered once it answers."""
+    async def scenario() -> tuple[list[Any], list[bool], list[Any], _Nodes]:
+        nodes = _Nodes()
+        checks = SharedChecks(nodes.send, nodes.node_of)
+        futures = [checks.join(_write(b"a1"), (b"hm", "d"), [], []),  # its model's check on the hung node
+                   checks.join(_write(b"a2"), (b"bm", "d"), [], [(b"bi", b"v")]),  # a and b only
+                   checks.join(_write(b"h3"), None, [], [(b"bi", b"v")]),  # its write on the hung node
+                   checks.join(_write(b"a4"), None, [], [(b"fi", b"v")])]  # an input on the unreachable node
+        for _ in range(5):
+            await asyncio.sleep(0)
+        early = [future.result() if future.done() else None for future in futures]
+        done = [future.done() for future in futures]
+        nodes.release.set()
+        return early, done, [await future for future in futures], nodes
+
+    early, done, final, nodes = asyncio.run(scenario())
+    assert done == [False, True, False, True]
+    assert early[1] == (["b'a' 1", "b'b' 0", "b'b' 1"], None)  # its write (a's second call), then its checks
+    assert early[3][0] == [] and isinstance(early[3][1], AIError) and "Connection refused" in early[3][1].message
+    assert final[0] == (["b'a' 0", "b'h' 0"], None)
+    assert final[2] == (["b'h' 1", "b'b' 1"], None)
+    assert sorted(len(part) for part in nodes.parts) == [1, 2, 2, 3]  # f; h: a check, a write; b: two checks; a

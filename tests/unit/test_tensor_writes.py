@@ -23,6 +23,9 @@ class _NoLink:
     def shards(self) -> list[Any]:
         return [self]
 
+    def node_of(self, key: bytes) -> object:
+        return None
+
 
 def _cluster_keyspace() -> Keyspace:
     return Keyspace(_NoLink(), 0, None, SlotTags())
