@@ -168,7 +168,7 @@ class ClusterLink:
         again: Batches = []
         moved = later = False
         for address, units in sent:
-            for unit, _asking in units:
+            for unit, asking_before in units:
                 redirect = next((replies[i] for i in unit if is_redirect(replies[i])), None)
                 if redirect is not None and not final:
                     kind, where, asking = redirect_target(redirect.message, address)
@@ -177,7 +177,7 @@ class ClusterLink:
                         _add(again, self._cluster.address(where), (unit, asking), True)
                 elif any(is_retry_later(replies[i]) for i in unit) and not final:
                     later = True
-                    _add(again, address, (unit, False), True)
+                    _add(again, address, (unit, asking_before), True)  # (sent after ASKING: again after it)
         return again, moved, later
 
 

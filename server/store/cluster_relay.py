@@ -31,6 +31,7 @@ from server.store.cluster_fanout import (
 from server.store.cluster_keys import CrossSlot
 from server.store.cluster_link import MAX_REDIRECTS, clusterdown_named
 from server.store.cluster_state import ClusterState, redirect_target
+from server.store.cluster_topology import node_address
 from server.store.redis import RedisSession
 from server.store.session import SessionSink
 from server.store.upstream import StoreAddress
@@ -109,6 +110,7 @@ class ClusterSession:
         self._in_multi = False
         self._pinned: StoreAddress | None = None  # the node of the open transaction / WATCHed keys
         self._held: list[tuple[list[bytes], ReplySlot]] = []  # MULTI and keyless commands before a node is known
+        cluster.watch_session(self, self._watched)  # a node that hangs fails its commands in bounded time
 
     def send(self, argv: list[bytes], slot: ReplySlot) -> None:
         name = argv[0].lower()
@@ -238,7 +240,11 @@ class ClusterSession:
         for session in self._nodes.values():
             session.set_protocol(proto)
 
+    def _watched(self) -> list[tuple[StoreAddress, RedisSession]]:
+        return [(node_address(self._cluster.seed, *where), session) for where, session in self._nodes.items()]
+
     def close(self) -> None:
+        self._cluster.unwatch_session(self)
         for session in self._nodes.values():
             session.close()
         self._nodes.clear()

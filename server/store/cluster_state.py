@@ -12,6 +12,7 @@ cache drops what it holds: server/store/cluster_cache.py).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
@@ -69,10 +70,18 @@ class ClusterState:
         self.watch = HungNodeWatch(node_timeout_ms, lambda _address: self.request_refresh())
         self._on_change: list[Callable[[], None]] = []
         self._watched: list[Callable[[], Iterable[tuple[StoreAddress, Watched]]]] = []
+        self._sessions: dict[int, Callable[[], Iterable[tuple[StoreAddress, Watched]]]] = {}  # clients' own
 
     def watch_too(self, source: Callable[[], Iterable[tuple[StoreAddress, Watched]]]) -> None:
         """More connections for the hung-node watchdog (the metadata cache's tracking connections)."""
         self._watched.append(source)
+
+    def watch_session(self, owner: object, source: Callable[[], Iterable[tuple[StoreAddress, Watched]]]) -> None:
+        """A client's own connections to the nodes, watched until ``unwatch_session(owner)``."""
+        self._sessions[id(owner)] = source
+
+    def unwatch_session(self, owner: object) -> None:
+        self._sessions.pop(id(owner), None)
 
     def on_change(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` whenever the map read differs from the one before (slots moved, a failover)."""
@@ -150,7 +159,8 @@ class ClusterState:
             await asyncio.sleep(self.watch.tick_s)
             self.watch.check([*((node_address(self.seed, *where), link) for where, link in self._links.items()),
                               *((node_address(self.seed, *where), relay) for where, relay in self._relays.items()),
-                              *(channel for source in self._watched for channel in source())])
+                              *(channel for source in self._watched for channel in source()),
+                              *(channel for source in list(self._sessions.values()) for channel in source())])
 
     async def _refresh_quietly(self) -> None:
         wait = self._refreshed_at + REFRESH_GAP_S - time.monotonic()
@@ -160,6 +170,8 @@ class ClusterState:
             await self.refresh()
         except AIError:
             pass  # every node down: commands keep getting their own errors, and the next one asks again
+        except Exception:  # a bug (a map-change callback's …): logged, not raised into the commands that wait
+            logging.getLogger(__name__).exception("reading the cluster's slot map failed")
 
     async def refresh(self) -> None:
         """The topology from the first node that gives it (known primaries first, then the seeds)."""

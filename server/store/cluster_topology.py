@@ -68,7 +68,8 @@ def parse_slots(reply: Any, seed: StoreAddress) -> Topology:
     ranges: list[tuple[int, int, tuple[str, int]]] = []
     for entry in reply if isinstance(reply, list) else []:
         if isinstance(entry, list) and len(entry) >= 3 and isinstance(entry[2], list) and len(entry[2]) >= 2:
-            host = entry[2][0].decode() if isinstance(entry[2][0], bytes) else str(entry[2][0])
+            endpoint = entry[2][0]  # null with cluster-preferred-endpoint-type unknown-endpoint; "?" unknown
+            host = endpoint.decode() if isinstance(endpoint, bytes) and endpoint != b"?" else ""
             ranges.append((int(entry[0]), int(entry[1]), (host or seed.host, int(entry[2][1]))))
     return _build(seed, ranges)
 

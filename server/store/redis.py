@@ -21,7 +21,13 @@ from server.protocol.slot import ReplySlot
 from server.store.cache import TrackedCache
 from server.store.cluster_keys import SlotTags
 from server.store.keyspace import load_scripts
-from server.store.session import PUBSUB_COMMANDS, SUBSCRIBE_COMMANDS, LinksByDatabase, SessionSink
+from server.store.session import (
+    BLOCKING_COMMANDS,
+    PUBSUB_COMMANDS,
+    SUBSCRIBE_COMMANDS,
+    LinksByDatabase,
+    SessionSink,
+)
 from server.store.upstream import (
     FrameReader,
     PendingReplies,
@@ -58,13 +64,33 @@ class RedisSession:
         self._sub_count = 0
         self._in_multi = False
         self._closed = False
+        self._blocking: set[int] = set()  # ids of the slots in ``_fifo`` whose command may wait (BLPOP k 0 …)
 
     def send(self, argv: list[bytes], slot: ReplySlot) -> None:
         slot.frames_left = self._expected_frames(argv)
+        blocks = not self._in_multi and may_block(argv)  # (queued in MULTI, a blocking command answers at once)
         self._track_command(argv)
         if slot.frames_left > 0:
             self._fifo.append(slot)
+            if blocks:
+                self._blocking.add(id(slot))
         self._write(pack_command(argv))
+
+    def oldest_pending(self) -> object | None:
+        """The command waiting longest for its reply, for a cluster's watchdog; None when none waits, or when
+        it is one that may legitimately wait (a blocking command: the commands behind it wait with it)."""
+        if not self._fifo:
+            return None
+        oldest = self._fifo[0]
+        return None if id(oldest) in self._blocking else oldest
+
+    def abort(self, detail: str) -> None:
+        """The watchdog gave up on this connection's node: the client's state there is gone, as when the
+        connection is lost (the client is closed; its commands waiting get the error naming the node)."""
+        upstream, self._upstream = self._upstream, None
+        if upstream is not None:
+            upstream.abandon()
+        self._lose(detail)
 
     def set_protocol(self, proto: int) -> None:
         self._proto = proto
@@ -97,19 +123,23 @@ class RedisSession:
         upstream.write(b"".join(outbox))
 
     def _on_lost(self, exc: Exception | None) -> None:
+        self._upstream = None
+        self._lose(lost_detail(exc, self._address))
+
+    def _lose(self, detail: str) -> None:
         """The client's state on the store is gone: the client is closed (first, so nothing more is sent),
         its pending commands get the error, and this session never reconnects."""
-        self._upstream = None
         if not self._closed:
             self._closed = True
             self._sink.store_lost()
-            self._fail_all(lost_detail(exc, self._address))
+            self._fail_all(detail)
 
     def _fail_all(self, detail: str) -> None:
         error = _store_down_reply(detail)
         while self._fifo:
             slot = self._fifo.popleft()
             slot.fill(error)
+        self._blocking.clear()
         self._outbox.clear()
         self._sink.flush()
 
@@ -155,6 +185,8 @@ class RedisSession:
             slot.add_frame(frame)
             if slot.done:
                 self._fifo.popleft()
+                if self._blocking:
+                    self._blocking.discard(id(slot))
         else:
             self._sink.push(frame)  # MONITOR lines and anything else unsolicited
 
@@ -176,6 +208,19 @@ class RedisSession:
             self._upstream.close()
         if self._connecting is not None:
             self._connecting.cancel()
+
+
+def may_block(argv: list[bytes]) -> bool:
+    """Whether a command may wait for a reply as long as it likes: BLPOP and the other blocking commands, WAIT,
+    XREAD / XREADGROUP with BLOCK."""
+    name = argv[0].lower()
+    if name in BLOCKING_COMMANDS:
+        return True
+    if name == b"xread" or name == b"xreadgroup":
+        for i in range(1, len(argv)):
+            if argv[i].lower() == b"block":
+                return True
+    return False
 
 
 def _store_down_reply(detail: str) -> bytes:

@@ -163,10 +163,19 @@ class SharedChecks:
             calls.append(write.call)
         parts = self._parts(calls)
         if parts is None:  # one node: one send, every run answered from it
-            await self._send_part(_Answers(checks, writes, calls, None), calls, None)
+            await self._send_part(_Answers(checks, writes, calls, None), 0, calls, None)
             return
         answers = _Answers(checks, writes, calls, parts)
-        await asyncio.gather(*(self._send_part(answers, [calls[i] for i in part], part) for part in parts))
+        loop = asyncio.get_running_loop()
+        others = [loop.create_task(self._send_part(answers, number, [calls[i] for i in parts[number]],
+                                                   parts[number])) for number in range(1, len(parts))]
+        try:  # the first part here, the others in Tasks of their own (not asyncio.gather: it runs interpreted)
+            await self._send_part(answers, 0, [calls[i] for i in parts[0]], parts[0])
+            for task in others:
+                await task
+        finally:
+            for task in others:
+                task.cancel()  # (this round's Task cancelled, e.g. at shutdown; a Task done ignores it)
 
     def _parts(self, calls: list[ScriptCall]) -> list[list[int]] | None:
         """The calls' indices by the node each goes to (in order within a node), or None when all go to one."""
@@ -187,76 +196,90 @@ class SharedChecks:
             parts[j].append(i)
         return parts if len(parts) > 1 else None
 
-    async def _send_part(self, answers: _Answers, calls: list[ScriptCall], part: list[int] | None) -> None:
-        """One node's calls (``part``: their indices in the round; None: the whole round), then every run whose
-        parts are all in is answered."""
+    async def _send_part(self, answers: _Answers, number: int, calls: list[ScriptCall],
+                         part: list[int] | None) -> None:
+        """Part ``number``'s calls (``part``: their indices in the round; None: the whole round), then every run
+        whose parts are all in is answered."""
         try:
             replies = await self._send(calls)
         except Exception as exc:  # (sending failed as a whole: its runs raise it, as their own send would have)
-            answers.failed(part, exc)
+            answers.failed(number, part, exc)
             return
-        answers.answered(part, replies)
+        answers.answered(number, part, replies)
 
 
 class _Answers:
     """A round's replies as its parts come in, and which runs wait for which parts: a run is settled once each
     part holding its write or one of its checks has come in (with the first failure among them, if any)."""
 
-    __slots__ = ("failures", "first", "part_of", "parts_of_run", "replies", "waiting", "writes")
+    __slots__ = ("failures", "first", "replies", "runs_of_part", "waiting", "writes")
 
     def __init__(self, checks: list[_Check], writes: list[_Write], calls: list[ScriptCall],
                  parts: list[list[int]] | None) -> None:
         self.writes = writes
         self.first = len(checks)  # the writes' calls follow the checks'
         self.replies: list[Any] = [None] * len(calls)
-        self.failures: list[BaseException | None] = [None] * len(calls)
-        self.part_of: list[int] = [0] * len(calls)
-        self.parts_of_run: list[set[int]] = []  # each run's parts (none kept when the round is one part)
-        if parts is None:
-            self.waiting = [1] * len(writes)
-            return
-        for number in range(len(parts)):
-            for index in parts[number]:
-                self.part_of[index] = number
-        for j in range(len(writes)):
-            found = {self.part_of[self.first + j]}
-            for index in writes[j].checks:
-                found.add(self.part_of[index])
-            self.parts_of_run.append(found)
-        self.waiting = [len(found) for found in self.parts_of_run]
+        self.failures: list[BaseException | None] | None = None  # one a call, once a part failed
+        self.waiting = [1] * len(writes)  # each run's parts not in yet
+        self.runs_of_part: list[list[int]] = []  # the runs each part holds a call of (none kept for one part)
+        if parts is not None:
+            self._index(parts)
 
-    def answered(self, part: list[int] | None, replies: list[Any]) -> None:
+    def _index(self, parts: list[list[int]]) -> None:
+        part_of = [0] * len(self.replies)
+        for number in range(len(parts)):
+            self.runs_of_part.append([])
+            for index in parts[number]:
+                part_of[index] = number
+        for j in range(len(self.writes)):
+            mine = [part_of[self.first + j]]
+            for index in self.writes[j].checks:
+                number = part_of[index]
+                if number not in mine:
+                    mine.append(number)
+            self.waiting[j] = len(mine)
+            for number in mine:
+                self.runs_of_part[number].append(j)
+
+    def answered(self, number: int, part: list[int] | None, replies: list[Any]) -> None:
+        """Part ``number`` (``part``: its calls' indices; None: the whole round) answered ``replies``."""
         if part is None:
             self.replies = replies
         else:
             for position in range(len(part)):
                 self.replies[part[position]] = replies[position]
-        self._part_in(part)
+        self._part_in(number, part)
 
-    def failed(self, part: list[int] | None, exc: BaseException) -> None:
-        for index in part if part is not None else range(len(self.replies)):
-            self.failures[index] = exc
-        self._part_in(part)
+    def failed(self, number: int, part: list[int] | None, exc: BaseException) -> None:
+        failures = self.failures
+        if failures is None:
+            failures = self.failures = [None] * len(self.replies)
+        for index in part if part is not None else range(len(failures)):
+            failures[index] = exc
+        self._part_in(number, part)
 
-    def _part_in(self, part: list[int] | None) -> None:
-        """A part came in: each run that waited for it and for nothing else is settled."""
-        number = self.part_of[part[0]] if part is not None else -1
-        for j in range(len(self.writes)):
-            if number >= 0 and number not in self.parts_of_run[j]:
-                continue
+    def _part_in(self, number: int, part: list[int] | None) -> None:
+        """Each run that waited for this part and for nothing else is settled."""
+        runs = self.runs_of_part[number] if part is not None else range(len(self.writes))
+        for j in runs:
             self.waiting[j] -= 1
             if self.waiting[j] == 0:
                 self._settle(j)
 
     def _settle(self, j: int) -> None:
         write = self.writes[j]
-        indices = [self.first + j, *write.checks]
-        for index in indices:  # (an AIError: each run its own copy, as for a reply)
-            exc = self.failures[index]
-            if exc is not None:
+        failures = self.failures
+        if failures is not None:
+            exc = failures[self.first + j]
+            for index in write.checks:
+                exc = exc or failures[index]
+            if exc is not None:  # (an AIError: each run its own copy, as for a reply)
                 write.settle([], AIError(exc.message) if isinstance(exc, AIError) else exc)
                 return
-        replies_of_run, failure = _owned([self.replies[index] for index in indices])
+        own = [self.replies[self.first + j]]
+        for index in write.checks:
+            own.append(self.replies[index])
+        replies_of_run, failure = _owned(own)
         write.settle(replies_of_run, failure)
 
 

@@ -161,3 +161,41 @@ def test_a_map_read_timing_out_on_a_busy_node_leaves_its_commands_be() -> None:
             finally:
                 sleeper.close()
             client.close()
+
+
+def _resp(*args: str) -> bytes:
+    parts = [arg.encode() for arg in args]
+    return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(part), part) for part in parts)
+
+
+def test_a_clients_own_connection_to_a_hung_node_is_bounded_too(small_cluster: LocalCluster) -> None:
+    """A client with a store session of its own (opened here by WATCH; redis-py 8.1 opens one at connect)
+    sends its relayed commands over its own connections to the nodes. A command a hung node leaves
+    unanswered gets the error naming the node within the node timeout, as on the shared connections (the client
+    is then closed, as when its connection to a node is lost) — while another client's blocking command, waiting
+    on a live node longer than that, is left to wait."""
+    cluster = small_cluster
+    victim, live = cluster.primaries()[1], cluster.primaries()[0]
+    hung_key, live_list = _key_on(cluster, victim.port, "own"), _key_on(cluster, live.port, "list")
+    config = Config(port=0, redis_url=cluster.seed_url, shutdown_timeout=2.0,
+                    cluster_node_timeout_ms=NODE_TIMEOUT_MS)
+    with running_server(config) as server:
+        waiter, client = server.raw(), server.raw()
+        client.send(_resp("WATCH", hung_key) + _resp("UNWATCH"))  # its session opened, kept for its life
+        assert client.read_exactly(b"+OK\r\n+OK\r\n") == b"+OK\r\n+OK\r\n"
+        waiter.send(_resp("BLPOP", live_list, "0"))
+        client.send(_resp("SET", hung_key, "v"))
+        assert client.read_exactly(b"+OK\r\n") == b"+OK\r\n"  # its connection to the node is open
+        victim.proc.send_signal(signal.SIGSTOP)
+        try:
+            client.send(_resp("GET", hung_key))
+            answer = client.read_until(b"\r\n", timeout=CLIENT_WAIT_S)
+            assert b"no answer within" in answer and f"127.0.0.1:{victim.port}".encode() in answer, answer
+            live.client().rpush(live_list, "pushed")  # the BLPOP waited through the timeout, and is answered
+            assert waiter.read_until(b"pushed\r\n", timeout=CLIENT_WAIT_S).endswith(b"pushed\r\n")
+        finally:
+            victim.proc.send_signal(signal.SIGCONT)
+        after = _key_on(cluster, victim.port, "back")  # once the node answers again, so do its slots
+        assert wait_until(lambda: writes_tensor(server.client(), after, 4), timeout=CLIENT_WAIT_S)
+        for conn in (waiter, client):
+            conn.close()

@@ -7,10 +7,12 @@ import random
 
 import pytest
 
+from backends.errors import AIError
 from server.protocol.slot import ReplySlot
 from server.store.cluster_fanout import FanOut, fan_out_name
 from server.store.cluster_keys import MEMO_KEY_BYTES, MEMO_KEYS, CrossSlot, KeyFinder, SlotTags, common_slot, key_slot
-from server.store.cluster_link import clusterdown_named
+from server.store.cluster_link import ClusterLink, clusterdown_named
+from server.store.cluster_state import ClusterState
 from server.store.cluster_topology import parse_slots
 from server.store.upstream import StoreAddress
 
@@ -93,6 +95,27 @@ def test_cluster_slots_reply_gives_each_range_its_primary() -> None:
     first, second = topology.primary_of(0), topology.primary_of(16383)
     assert first is not None and second is not None
     assert (first.port, second.port, second.password) == (7000, 7001, "pw") and topology.covered()
+
+
+def test_a_cluster_slots_endpoint_null_or_unknown_is_the_seeds_host() -> None:
+    """CLUSTER SLOTS names a primary's endpoint null (``cluster-preferred-endpoint-type unknown-endpoint``) or
+    ``?``: the node is reached at the seed's host (it used to be the host name "None")."""
+    seed = StoreAddress(host="10.0.0.5", port=7000)
+    reply = [[0, 5460, [None, 7000, b"id0"]], [5461, 16383, [b"?", 7001, b"id1"]]]
+    topology = parse_slots(reply, seed)
+    assert [(a.host, a.port) for a in topology.primaries] == [("10.0.0.5", 7000), ("10.0.0.5", 7001)]
+
+
+def test_a_tryagain_after_asking_is_retried_after_asking_again() -> None:
+    """A command sent to an importing node after ASKING that answers TRYAGAIN (a multi-key command during the
+    migration) goes again to that node after ASKING: without it the node would answer MOVED."""
+    link = ClusterLink(ClusterState(StoreAddress()))
+    node = StoreAddress(port=7001)
+    again, moved, later = link._redirected([(node, [([0], True), ([1], False)])],
+                                           [AIError("TRYAGAIN Multiple keys request during rehashing of slot"),
+                                            AIError("TRYAGAIN Multiple keys request during rehashing of slot")],
+                                           final=False)
+    assert again == [(node, [([0], True), ([1], False)])] and later and not moved
 
 
 def test_slot_tags_remember_short_keys_slots_and_start_over_when_full() -> None:
