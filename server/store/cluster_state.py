@@ -209,7 +209,7 @@ class ClusterState:
             return parse_shards(shards, self.seed)
         if isinstance(slots, AIError):
             raise slots
-        return parse_slots(slots, self.seed)
+        return parse_slots(slots, self.seed, address)
 
     async def stopped(self) -> None:
         """Wait for the background tasks ``close`` cancelled to end (none left pending when the loop closes)."""

@@ -63,14 +63,16 @@ def parse_shards(reply: Any, seed: StoreAddress) -> Topology:
     return _build(seed, ranges)
 
 
-def parse_slots(reply: Any, seed: StoreAddress) -> Topology:
-    """CLUSTER SLOTS: [start, end, [host, port, id, …] of the primary, replicas …] per range."""
+def parse_slots(reply: Any, seed: StoreAddress, asked: StoreAddress | None = None) -> Topology:
+    """CLUSTER SLOTS: [start, end, [host, port, id, …] of the primary, replicas …] per range. An endpoint that
+    is null, empty or ``?`` is the host of the node ``asked`` (Redis: the one the query was sent to)."""
     ranges: list[tuple[int, int, tuple[str, int]]] = []
     for entry in reply if isinstance(reply, list) else []:
         if isinstance(entry, list) and len(entry) >= 3 and isinstance(entry[2], list) and len(entry[2]) >= 2:
             endpoint = entry[2][0]  # null with cluster-preferred-endpoint-type unknown-endpoint; "?" unknown
             host = endpoint.decode() if isinstance(endpoint, bytes) and endpoint != b"?" else ""
-            ranges.append((int(entry[0]), int(entry[1]), (host or seed.host, int(entry[2][1]))))
+            fallback = asked.host if asked is not None else seed.host
+            ranges.append((int(entry[0]), int(entry[1]), (host or fallback, int(entry[2][1]))))
     return _build(seed, ranges)
 
 

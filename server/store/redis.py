@@ -131,17 +131,21 @@ class RedisSession:
         its pending commands get the error, and this session never reconnects."""
         if not self._closed:
             self._closed = True
+            self._fail_pending(detail)  # (before the client's other connections close, failing theirs: the why)
             self._sink.store_lost()
             self._fail_all(detail)
 
     def _fail_all(self, detail: str) -> None:
+        self._fail_pending(detail)
+        self._outbox.clear()
+        self._sink.flush()
+
+    def _fail_pending(self, detail: str) -> None:
         error = _store_down_reply(detail)
         while self._fifo:
             slot = self._fifo.popleft()
             slot.fill(error)
         self._blocking.clear()
-        self._outbox.clear()
-        self._sink.flush()
 
     def _expected_frames(self, argv: list[bytes]) -> int:
         name = argv[0].lower()
@@ -203,11 +207,16 @@ class RedisSession:
             self._sub_count = count  # how many subscriptions Redis says this connection has now
 
     def close(self) -> None:
+        """Close the connection; the commands still waiting on it answer the error (a cluster client loses all
+        its node connections when one is lost: those on the others must answer too, or the client, closed
+        once its replies are out, would wait on them for ever). Nothing is flushed here: the caller does."""
         self._closed = True
         if self._upstream is not None:
             self._upstream.close()
         if self._connecting is not None:
             self._connecting.cancel()
+        if self._fifo:
+            self._fail_pending(lost_detail(None, self._address))
 
 
 def may_block(argv: list[bytes]) -> bool:
@@ -217,8 +226,11 @@ def may_block(argv: list[bytes]) -> bool:
     if name in BLOCKING_COMMANDS:
         return True
     if name == b"xread" or name == b"xreadgroup":
-        for i in range(1, len(argv)):
-            if argv[i].lower() == b"block":
+        for i in range(1, len(argv)):  # the options come before STREAMS (a key named "block" may follow it)
+            word = argv[i].lower()
+            if word == b"streams":
+                return False
+            if word == b"block":
                 return True
     return False
 

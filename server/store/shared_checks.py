@@ -9,12 +9,12 @@ Fifty clients of one model sent fifty checks: one script a run on the model's sh
 runs of a hot model land on) and, for us, a write split by slot and sent the spread way. Now the runs of one loop
 iteration *join*: each adds its outputs' write, the model's check (same model, digest and counters key: one
 check, the counters summed) and its inputs' checks (same key and value: one check); one Task a loop iteration
-sends them all in one call, and settles each run's one future with its own replies — its write's, and a copy of
-each check's it joined. A client that goes away cancels only its own wait; a shard that cannot answer fails the
-runs that wrote or checked there only. A round whose calls go to several nodes sends each node's part on its
-own, and a run is answered once the parts it wrote or checked in are: a node that hangs until the watchdog gives
-up on it, answers MOVED (a map refresh first) or TRYAGAIN (a pause), or must be connected first, holds only the
-runs that touched it, not every run that happened to join the same loop iteration.
+sends them all, one call a node, and settles each run's one future with its own replies — its write's, and a
+copy of each check's it joined. A client that goes away cancels only its own wait; a shard that cannot answer
+fails the runs that wrote or checked there only. A run is answered once the nodes it wrote or checked on have:
+a node that hangs until the watchdog gives up on it, answers MOVED (a map refresh first) or TRYAGAIN (a pause),
+or must be connected first, holds only the runs that touched it, not every run that joined the same loop
+iteration.
 
 Usage: ``shared = SharedChecks(send, node_of)`` (``send``: script calls to their replies, error replies as
 values, nothing raised for them; ``node_of``: the node a command on a key goes to, the same object for one
@@ -80,7 +80,7 @@ class _Write:
 
 
 class _Round:
-    """The writes and checks joined in one loop iteration; the Task that sends them."""
+    """The writes and checks joined in one loop iteration (``SharedChecks._deliver`` sends them, in a Task)."""
 
     __slots__ = ("checks", "found", "writes")
 

@@ -199,3 +199,30 @@ def test_a_clients_own_connection_to_a_hung_node_is_bounded_too(small_cluster: L
         assert wait_until(lambda: writes_tensor(server.client(), after, 4), timeout=CLIENT_WAIT_S)
         for conn in (waiter, client):
             conn.close()
+
+
+def test_a_client_whose_connection_to_a_hung_node_is_given_up_gets_every_answer_then_is_closed(
+        small_cluster: LocalCluster) -> None:
+    """A client's own connections go together: when the watchdog gives up on its connection to a hung node, the
+    client is closed — and first, the command it has waiting on another node (here a BLPOP on a live one)
+    answers an error too, in its place, rather than being left for ever with the client never closed."""
+    cluster = small_cluster
+    victim, live = cluster.primaries()[1], cluster.primaries()[0]
+    hung_key, live_list = _key_on(cluster, victim.port, "gone"), _key_on(cluster, live.port, "wait")
+    config = Config(port=0, redis_url=cluster.seed_url, shutdown_timeout=2.0,
+                    cluster_node_timeout_ms=NODE_TIMEOUT_MS)
+    with running_server(config) as server:
+        client = server.raw()
+        client.send(_resp("WATCH", hung_key) + _resp("UNWATCH"))  # its own connection to the node, open
+        assert client.read_exactly(b"+OK\r\n+OK\r\n") == b"+OK\r\n+OK\r\n"
+        victim.proc.send_signal(signal.SIGSTOP)
+        try:
+            client.send(_resp("BLPOP", live_list, "0") + _resp("GET", hung_key))
+            answers = client.read_until(b"connection was reset\r\n", timeout=CLIENT_WAIT_S)
+        finally:
+            victim.proc.send_signal(signal.SIGCONT)
+        blpop, get, rest = answers.split(b"\r\n")
+        assert blpop == f"-ERR backing store unavailable: connection to redis://127.0.0.1:{live.port} closed".encode()
+        assert get.startswith(f"-ERR backing store unavailable: redis://127.0.0.1:{victim.port}: no answer".encode())
+        assert rest == b"" and client.sock.recv(1) == b""  # then closed
+        client.close()

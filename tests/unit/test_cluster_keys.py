@@ -14,6 +14,7 @@ from server.store.cluster_keys import MEMO_KEY_BYTES, MEMO_KEYS, CrossSlot, KeyF
 from server.store.cluster_link import ClusterLink, clusterdown_named
 from server.store.cluster_state import ClusterState
 from server.store.cluster_topology import parse_slots
+from server.store.redis import may_block
 from server.store.upstream import StoreAddress
 
 
@@ -99,11 +100,12 @@ def test_cluster_slots_reply_gives_each_range_its_primary() -> None:
 
 def test_a_cluster_slots_endpoint_null_or_unknown_is_the_seeds_host() -> None:
     """CLUSTER SLOTS names a primary's endpoint null (``cluster-preferred-endpoint-type unknown-endpoint``) or
-    ``?``: the node is reached at the seed's host (it used to be the host name "None")."""
+    ``?``: the node is reached at the host of the node asked (the name "None" it used to be), else the seed's."""
     seed = StoreAddress(host="10.0.0.5", port=7000)
     reply = [[0, 5460, [None, 7000, b"id0"]], [5461, 16383, [b"?", 7001, b"id1"]]]
-    topology = parse_slots(reply, seed)
-    assert [(a.host, a.port) for a in topology.primaries] == [("10.0.0.5", 7000), ("10.0.0.5", 7001)]
+    asked = parse_slots(reply, seed, StoreAddress(host="10.0.0.9", port=7001))
+    assert [(a.host, a.port) for a in asked.primaries] == [("10.0.0.9", 7000), ("10.0.0.9", 7001)]
+    assert [a.host for a in parse_slots(reply, seed).primaries] == ["10.0.0.5", "10.0.0.5"]
 
 
 def test_a_tryagain_after_asking_is_retried_after_asking_again() -> None:
@@ -116,6 +118,15 @@ def test_a_tryagain_after_asking_is_retried_after_asking_again() -> None:
                                             AIError("TRYAGAIN Multiple keys request during rehashing of slot")],
                                            final=False)
     assert again == [(node, [([0], True), ([1], False)])] and later and not moved
+
+
+def test_blocking_commands_are_known_by_name_and_xread_by_its_block_option() -> None:
+    """What the hung-node watchdog lets wait (RedisSession.oldest_pending): BLPOP and the like, WAIT, XREAD /
+    XREADGROUP with BLOCK among their options — not a stream key named "block" after STREAMS."""
+    assert may_block([b"BLPOP", b"k", b"0"]) and may_block([b"wait", b"1", b"0"])
+    assert may_block([b"XREAD", b"COUNT", b"1", b"BLOCK", b"0", b"STREAMS", b"s", b"$"])
+    assert not may_block([b"XREAD", b"STREAMS", b"block", b"0"])
+    assert not may_block([b"GET", b"block"]) and not may_block([b"LPOP", b"k"])
 
 
 def test_slot_tags_remember_short_keys_slots_and_start_over_when_full() -> None:
