@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import redis
@@ -19,7 +20,7 @@ from server.store.cluster import ClusterStore
 from server.store.cluster_keys import key_slot
 from tests.cluster_support import LocalCluster, local_cluster, writes_tensor
 from tests.models import torch_add
-from tests.support import loop_held, running_server, wait_until
+from tests.support import RawClient, RunningServer, loop_held, running_server, wait_until
 
 NODE_TIMEOUT_MS = 300
 CLIENT_WAIT_S = 30  # every client read is bounded: a hang fails the test instead of stalling it
@@ -168,6 +169,23 @@ def _resp(*args: str) -> bytes:
     return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(part), part) for part in parts)
 
 
+@contextmanager
+def _watched_server(cluster: LocalCluster) -> Iterator[RunningServer]:
+    """Our server in front of ``cluster`` with the short node timeout."""
+    config = Config(port=0, redis_url=cluster.seed_url, shutdown_timeout=2.0, cluster_node_timeout_ms=NODE_TIMEOUT_MS)
+    with running_server(config) as server:
+        yield server
+
+
+def _with_own_session(server: RunningServer, key: str) -> RawClient:
+    """A client whose store session is open (WATCH opens it, kept for its life), with a connection to ``key``'s
+    node."""
+    client = server.raw()
+    client.send(_resp("WATCH", key) + _resp("UNWATCH"))
+    assert client.read_exactly(b"+OK\r\n+OK\r\n") == b"+OK\r\n+OK\r\n"
+    return client
+
+
 def test_a_clients_own_connection_to_a_hung_node_is_bounded_too(small_cluster: LocalCluster) -> None:
     """A client with a store session of its own (opened here by WATCH; redis-py 8.1 opens one at connect)
     sends its relayed commands over its own connections to the nodes. A command a hung node leaves
@@ -177,12 +195,8 @@ def test_a_clients_own_connection_to_a_hung_node_is_bounded_too(small_cluster: L
     cluster = small_cluster
     victim, live = cluster.primaries()[1], cluster.primaries()[0]
     hung_key, live_list = _key_on(cluster, victim.port, "own"), _key_on(cluster, live.port, "list")
-    config = Config(port=0, redis_url=cluster.seed_url, shutdown_timeout=2.0,
-                    cluster_node_timeout_ms=NODE_TIMEOUT_MS)
-    with running_server(config) as server:
-        waiter, client = server.raw(), server.raw()
-        client.send(_resp("WATCH", hung_key) + _resp("UNWATCH"))  # its session opened, kept for its life
-        assert client.read_exactly(b"+OK\r\n+OK\r\n") == b"+OK\r\n+OK\r\n"
+    with _watched_server(cluster) as server:
+        waiter, client = server.raw(), _with_own_session(server, hung_key)
         waiter.send(_resp("BLPOP", live_list, "0"))
         client.send(_resp("SET", hung_key, "v"))
         assert client.read_exactly(b"+OK\r\n") == b"+OK\r\n"  # its connection to the node is open
@@ -209,12 +223,8 @@ def test_a_client_whose_connection_to_a_hung_node_is_given_up_gets_every_answer_
     cluster = small_cluster
     victim, live = cluster.primaries()[1], cluster.primaries()[0]
     hung_key, live_list = _key_on(cluster, victim.port, "gone"), _key_on(cluster, live.port, "wait")
-    config = Config(port=0, redis_url=cluster.seed_url, shutdown_timeout=2.0,
-                    cluster_node_timeout_ms=NODE_TIMEOUT_MS)
-    with running_server(config) as server:
-        client = server.raw()
-        client.send(_resp("WATCH", hung_key) + _resp("UNWATCH"))  # its own connection to the node, open
-        assert client.read_exactly(b"+OK\r\n+OK\r\n") == b"+OK\r\n+OK\r\n"
+    with _watched_server(cluster) as server:
+        client = _with_own_session(server, hung_key)
         victim.proc.send_signal(signal.SIGSTOP)
         try:
             client.send(_resp("BLPOP", live_list, "0") + _resp("GET", hung_key))
