@@ -67,6 +67,7 @@ class ClusterState:
         self._periodic: asyncio.Task[None] | None = None
         self._watching: asyncio.Task[None] | None = None
         self._refreshed_at = 0.0
+        self._doubtful: tuple[str, int] | None = None  # the node whose map was taken while it said cluster_state:fail
         self.watch = HungNodeWatch(node_timeout_ms, lambda _address: self.request_refresh())
         self._on_change: list[Callable[[], None]] = []
         self._watched: list[Callable[[], Iterable[tuple[StoreAddress, Watched]]]] = []
@@ -174,12 +175,15 @@ class ClusterState:
             logging.getLogger(__name__).exception("reading the cluster's slot map failed")
 
     async def refresh(self) -> None:
-        """The topology from the first node that gives it (known primaries first, then the seeds)."""
+        """The topology from the first node that gives it (known primaries first, then the seeds). A node that
+        said the cluster is down (``cluster_state:fail``) may be one cut off from the others, still claiming
+        slots its replica took over: its map is taken, but the next refresh (which the CLUSTERDOWN errors of a
+        stale map bring within ``REFRESH_GAP_S``) asks it last."""
         self._refreshed_at = time.monotonic()
         problems: list[str] = []
-        for address in [*self.topology.primaries, *self._seeds]:
+        for address in self._asking_order():
             try:
-                topology = await asyncio.wait_for(self._read_topology(address), TOPOLOGY_TIMEOUT_S)
+                topology, state_ok = await asyncio.wait_for(self._read_topology(address), TOPOLOGY_TIMEOUT_S)
             except AIError as exc:
                 problems.append(f"{address.host}:{address.port}: {exc.message}")
                 continue
@@ -188,13 +192,25 @@ class ClusterState:
                 problems.append(f"{address.host}:{address.port}: no answer within {TOPOLOGY_TIMEOUT_S:g}s")
                 continue
             if topology.primaries:
-                if topology != self.topology:  # the same map keeps its objects (and their links known by identity)
-                    self.topology = topology
-                    for callback in self._on_change:
-                        callback()
+                self._take(topology)
+                self._doubtful = None if state_ok else (address.host, address.port)
                 return
             problems.append(f"{address.host}:{address.port}: no slots assigned")
         raise AIError(msgs.NO_TOPOLOGY_FMT.format(detail="; ".join(dict.fromkeys(problems))))
+
+    def _asking_order(self) -> list[StoreAddress]:
+        order = [*self.topology.primaries, *self._seeds]
+        doubtful = self._doubtful
+        if doubtful is None:
+            return order
+        last = [address for address in order if (address.host, address.port) == doubtful]
+        return [address for address in order if (address.host, address.port) != doubtful] + last
+
+    def _take(self, topology: Topology) -> None:
+        if topology != self.topology:  # the same map keeps its objects (and their links known by identity)
+            self.topology = topology
+            for callback in self._on_change:
+                callback()
 
     def _map_link(self, address: StoreAddress) -> RedisLink:
         where = (address.host, address.port)
@@ -203,13 +219,16 @@ class ClusterState:
             found = self._map_links[where] = RedisLink(self.address(address), 0)
         return found
 
-    async def _read_topology(self, address: StoreAddress) -> Topology:
-        shards, slots = await self._map_link(address).pipeline([[b"CLUSTER", b"SHARDS"], [b"CLUSTER", b"SLOTS"]])
+    async def _read_topology(self, address: StoreAddress) -> tuple[Topology, bool]:
+        """The node's map, and whether it says the cluster is ok (a node that may not run CLUSTER INFO: yes)."""
+        shards, slots, info = await self._map_link(address).pipeline(
+            [[b"CLUSTER", b"SHARDS"], [b"CLUSTER", b"SLOTS"], [b"CLUSTER", b"INFO"]])
+        state_ok = not isinstance(info, bytes) or b"cluster_state:fail" not in info
         if not isinstance(shards, AIError):
-            return parse_shards(shards, self.seed)
+            return parse_shards(shards, self.seed), state_ok
         if isinstance(slots, AIError):
             raise slots
-        return parse_slots(slots, self.seed, address)
+        return parse_slots(slots, self.seed, address), state_ok
 
     async def stopped(self) -> None:
         """Wait for the background tasks ``close`` cancelled to end (none left pending when the loop closes)."""
