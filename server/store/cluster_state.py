@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Final
+from typing import Any, Final, Protocol, TypeVar
 
 from backends import errors as msgs
 from backends.errors import AIError
@@ -194,6 +194,7 @@ class ClusterState:
             if topology.primaries:
                 self._take(topology)
                 self._doubtful = None if state_ok else (address.host, address.port)
+                self._let_go()
                 return
             problems.append(f"{address.host}:{address.port}: no slots assigned")
         raise AIError(msgs.NO_TOPOLOGY_FMT.format(detail="; ".join(dict.fromkeys(problems))))
@@ -211,6 +212,15 @@ class ClusterState:
             self.topology = topology
             for callback in self._on_change:
                 callback()
+
+    def _let_go(self) -> None:
+        """Connections to nodes that are neither primaries in the map nor seeds (a primary replaced by its
+        replica, a node removed), once nothing waits on them: closed and forgotten. One with a command still
+        waiting stays until a later refresh finds it idle."""
+        keep = {(address.host, address.port) for address in (*self.topology.primaries, *self._seeds)}
+        dropped = _drop_idle(self._links, keep) + _drop_idle(self._relays, keep) + _drop_idle(self._map_links, keep)
+        if dropped:
+            self._link_of.clear()  # (its entries may name a dropped link)
 
     def _map_link(self, address: StoreAddress) -> RedisLink:
         where = (address.host, address.port)
@@ -243,6 +253,21 @@ class ClusterState:
             link.close()
         for relay in self._relays.values():
             relay.close()
+
+
+class _Channel(Watched, Protocol):
+    def close(self) -> None: ...
+
+
+ChannelT = TypeVar("ChannelT", bound=_Channel)
+
+
+def _drop_idle(table: dict[tuple[str, int], ChannelT], keep: set[tuple[str, int]]) -> int:
+    """Close and remove ``table``'s idle connections to nodes not in ``keep``; how many."""
+    idle = [where for where, channel in table.items() if where not in keep and channel.oldest_pending() is None]
+    for where in idle:
+        table.pop(where).close()
+    return len(idle)
 
 
 def is_redirect(reply: Any) -> bool:

@@ -55,6 +55,10 @@ def test_a_killed_primary_is_replaced_and_writes_go_on() -> None:
                     time.sleep(0.005)  # the next try a little later: the loop stays bounded in time
             assert killed_at, "the primary was never killed"
             assert streak >= AFTER_RECOVERY, f"writes did not recover: last errors {errors[-3:]}"
+            # its connections are let go once it is out of the map (the next refreshes: within ~5 s)
+            state = server.server.ctx.store.cluster  # type: ignore[attr-defined]
+            gone = ("127.0.0.1", victim.port)
+            assert wait_until(lambda: gone not in state._links and gone not in state._relays, timeout=DEADLINE_S)
             lost = [key for key, value in acked.items() if _read(client, key, value) is False]
             window = (errors[-1][0] - errors[0][0]) if errors else 0.0
             print(f"\nfailover: {len(errors)} failed writes over {window:.2f}s (first after "
