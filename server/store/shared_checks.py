@@ -161,8 +161,8 @@ class SharedChecks:
         calls = [check.call() for check in checks]
         for write in writes:
             calls.append(write.call)
-        parts = self._parts(calls)
-        if parts is None:  # one node: one send, every run answered from it
+        parts = self._parts(calls) if len(writes) > 1 else None  # (one run waits for all its nodes anyway)
+        if parts is None:  # one node, or one run: one send, every run answered from it
             await self._send_part(_Answers(checks, writes, calls, None), 0, calls, None)
             return
         answers = _Answers(checks, writes, calls, parts)
