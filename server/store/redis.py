@@ -67,9 +67,10 @@ class RedisSession:
         self._blocking: set[int] = set()  # ids of the slots in ``_fifo`` whose command may wait (BLPOP k 0 …)
 
     def send(self, argv: list[bytes], slot: ReplySlot) -> None:
-        slot.frames_left = self._expected_frames(argv)
-        blocks = not self._in_multi and may_block(argv)  # (queued in MULTI, a blocking command answers at once)
-        self._track_command(argv)
+        name = argv[0].lower()  # (once a command: the three helpers below all ask)
+        slot.frames_left = self._expected_frames(argv, name)
+        blocks = not self._in_multi and may_block(argv, name)  # (queued in MULTI, a blocking one answers at once)
+        self._track_command(argv, name)
         if slot.frames_left > 0:
             self._fifo.append(slot)
             if blocks:
@@ -147,8 +148,7 @@ class RedisSession:
             slot.fill(error)
         self._blocking.clear()
 
-    def _expected_frames(self, argv: list[bytes]) -> int:
-        name = argv[0].lower()
+    def _expected_frames(self, argv: list[bytes], name: bytes) -> int:
         if (self._in_multi and name not in (b"exec", b"discard")) or name not in PUBSUB_COMMANDS:
             return 1
         if len(argv) > 1:
@@ -157,10 +157,9 @@ class RedisSession:
             return 1  # an arity error
         return 0 if self._proto == 3 else max(1, len(self._subscriptions[name[:-11]]))
 
-    def _track_command(self, argv: list[bytes]) -> None:
+    def _track_command(self, argv: list[bytes], name: bytes) -> None:
         """Follow MULTI, and the channel sets as the commands are sent (not as confirmations come back), so an
         UNSUBSCRIBE pipelined right after a SUBSCRIBE expects one frame per channel that will be left."""
-        name = argv[0].lower()
         if name == b"multi":
             self._in_multi = True
         elif name in (b"exec", b"discard", b"reset"):
@@ -219,10 +218,10 @@ class RedisSession:
             self._fail_pending(lost_detail(None, self._address))
 
 
-def may_block(argv: list[bytes]) -> bool:
+def may_block(argv: list[bytes], name: bytes = b"") -> bool:
     """Whether a command may wait for a reply as long as it likes: BLPOP and the other blocking commands, WAIT,
-    XREAD / XREADGROUP with BLOCK."""
-    name = argv[0].lower()
+    XREAD / XREADGROUP with BLOCK. ``name``: ``argv[0].lower()``, when the caller has it."""
+    name = name or argv[0].lower()
     if name in BLOCKING_COMMANDS:
         return True
     if name == b"xread" or name == b"xreadgroup":
