@@ -74,7 +74,8 @@ class Server:
     async def start(self) -> None:
         """Start or connect the store, then open every listener; raises if any of them fails, leaving nothing
         running (an embedded store already started is stopped again)."""
-        self._stopping = asyncio.Event()
+        if self._stopping is None:  # (``serve`` makes it first: a SIGTERM while starting stops the server once up)
+            self._stopping = asyncio.Event()
         try:
             await self._start_store()
             await self._read_store_version()
@@ -164,8 +165,9 @@ class Server:
         self._stopping.set()
 
     async def serve(self) -> None:
-        """Run until SIGTERM/SIGINT (or ``stop``), then shut down."""
-        await self.start()
+        """Run until SIGTERM/SIGINT (or ``stop``), then shut down. The handlers are installed before ``start``:
+        installed after it, a SIGTERM right after "ready to accept connections" killed the process unhandled."""
+        self._stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
         installed = []
         handlers = {signal.SIGTERM: self.stop, signal.SIGINT: self.stop, signal.SIGHUP: _hangup_ignored}
@@ -176,6 +178,7 @@ class Server:
             except (NotImplementedError, RuntimeError, ValueError):
                 pass  # not the main thread (tests run servers in threads)
         try:
+            await self.start()
             await self.run_until_stopped()
         finally:
             for sig in installed:
