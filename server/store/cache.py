@@ -167,6 +167,9 @@ class TrackingLink:
         """The read waiting longest for its replies (None: none waits); a cluster's watchdog looks at it."""
         return self._pending.oldest()
 
+    def waits_blocked(self) -> bool:
+        return False  # (its reads never block)
+
     def abort(self, detail: str) -> None:
         """Give up on the connection (its node stopped answering): the reads waiting get the error, the
         database's cache is dropped as for a lost connection, and the next miss connects anew."""

@@ -68,7 +68,8 @@ class ClusterState:
         self._watching: asyncio.Task[None] | None = None
         self._refreshed_at = 0.0
         self._doubtful: tuple[str, int] | None = None  # the node whose map was taken while it said cluster_state:fail
-        self.watch = HungNodeWatch(node_timeout_ms, lambda _address: self.request_refresh())
+        self.watch = HungNodeWatch(node_timeout_ms, lambda _address: self.request_refresh(), self._probe)
+        self._probes: dict[tuple[str, int], asyncio.Task[None]] = {}  # each node's PING in flight (``_probe``)
         self._on_change: list[Callable[[], None]] = []
         self._watched: list[Callable[[], Iterable[tuple[StoreAddress, Watched]]]] = []
         self._sessions: dict[int, Callable[[], Iterable[tuple[StoreAddress, Watched]]]] = {}  # clients' own
@@ -163,6 +164,23 @@ class ClusterState:
                               *(channel for source in self._watched for channel in source()),
                               *(channel for source in list(self._sessions.values()) for channel in source())])
 
+    def _probe(self, address: StoreAddress) -> None:
+        """A PING to a node that a client's blocking command waits on (one at a time a node), on its AI link:
+        unanswered within the node timeout (connecting included), or failed, the node is given up on at the
+        watchdog's next check (cluster_watch.py)."""
+        where = (address.host, address.port)
+        if where not in self._probes:
+            task = asyncio.get_running_loop().create_task(self._ping(address, self.link(address)))
+            self._probes[where] = task
+            task.add_done_callback(lambda _task: self._probes.pop(where, None))
+
+    async def _ping(self, address: StoreAddress, link: RedisLink) -> None:
+        replies = asyncio.ensure_future(link.pipeline([[b"PING"]]))
+        replies.add_done_callback(_retrieved)
+        await asyncio.wait([replies], timeout=self.watch.timeout_ms / 1000)
+        if not replies.done() or replies.exception() is not None or isinstance(replies.result()[0], AIError):
+            self.watch.unanswered(address)
+
     async def _refresh_quietly(self) -> None:
         wait = self._refreshed_at + REFRESH_GAP_S - time.monotonic()
         if wait > 0:
@@ -243,10 +261,11 @@ class ClusterState:
     async def stopped(self) -> None:
         """Wait for the background tasks ``close`` cancelled to end (none left pending when the loop closes)."""
         tasks = [task for task in (self._refresh, self._periodic, self._watching) if task is not None]
+        tasks += self._probes.values()
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def close(self) -> None:
-        for task in (self._refresh, self._periodic, self._watching):
+        for task in (self._refresh, self._periodic, self._watching, *self._probes.values()):
             if task is not None:
                 task.cancel()
         for link in [*self._links.values(), *self._map_links.values()]:
@@ -268,6 +287,12 @@ def _drop_idle(table: dict[tuple[str, int], ChannelT], keep: set[tuple[str, int]
     for where in idle:
         table.pop(where).close()
     return len(idle)
+
+
+def _retrieved(replies: asyncio.Future[list[Any]]) -> None:
+    """Mark a probe's failure as seen (it is acted on by the probe; asyncio would log it as never retrieved)."""
+    if not replies.cancelled():
+        replies.exception()
 
 
 def is_redirect(reply: Any) -> bool:

@@ -85,6 +85,10 @@ class RedisSession:
         oldest = self._fifo[0]
         return None if id(oldest) in self._blocking else oldest
 
+    def waits_blocked(self) -> bool:
+        """Whether its oldest command is a blocking one (its node is then probed: server/store/cluster_watch.py)."""
+        return bool(self._fifo) and id(self._fifo[0]) in self._blocking
+
     def abort(self, detail: str) -> None:
         """The watchdog gave up on this connection's node: the client's state there is gone, as when the
         connection is lost (the client is closed; its commands waiting get the error naming the node)."""
@@ -312,6 +316,9 @@ class SharedRelay:
         """The command waiting longest for its reply (None: none waits); a cluster's watchdog looks at it."""
         return self._fifo[0][0] if self._fifo else None
 
+    def waits_blocked(self) -> bool:
+        return False  # (no blocking command is stateless: none comes here)
+
     def abort(self, detail: str) -> None:
         """Give up on the connection (its node stopped answering): the commands waiting get the error, and
         the next command connects anew instead of queueing behind them."""
@@ -414,6 +421,9 @@ class RedisLink:
     def oldest_pending(self) -> object | None:
         """The call waiting longest for its replies (None: none waits); a cluster's watchdog looks at it."""
         return self._pending.oldest()
+
+    def waits_blocked(self) -> bool:
+        return False  # (the AI commands' calls never block)
 
     def abort(self, detail: str) -> None:
         """Give up on the connection (its node stopped answering): the calls waiting get the error, and the

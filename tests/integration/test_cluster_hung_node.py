@@ -236,3 +236,34 @@ def test_a_client_whose_connection_to_a_hung_node_is_given_up_gets_every_answer_
         assert get.startswith(f"-ERR backing store unavailable: redis://127.0.0.1:{victim.port}: no answer".encode())
         assert rest == b"" and client.sock.recv(1) == b""  # then closed
         client.close()
+
+
+@pytest.mark.parametrize("stopped_first", [False, True], ids=["blocked-then-hung", "sent-to-a-hung-node"])
+def test_a_blocking_command_on_a_node_that_hangs_is_given_up_on_with_the_node(small_cluster: LocalCluster,
+                                                                              stopped_first: bool) -> None:
+    """A BLPOP with no timeout may rightly wait for ever, so its own wait says nothing; while it waits, its
+    node is sent a PING, and a node that leaves that unanswered for the node timeout is given up on: the
+    BLPOP answers the error naming it (and the client is closed, as when its connection to a node is lost)
+    instead of hanging. Whether the node hung while the BLPOP waited, or before it was sent."""
+    cluster = small_cluster
+    victim = cluster.primaries()[1]
+    blocked_list = _key_on(cluster, victim.port, "blocked")
+    with _watched_server(cluster) as server:
+        client = server.raw()
+        if stopped_first:
+            victim.proc.send_signal(signal.SIGSTOP)
+        try:
+            client.send(_resp("BLPOP", blocked_list, "0"))
+            if not stopped_first:
+                assert wait_until(lambda: any(c["cmd"] == "blpop" for c in victim.client().client_list()))
+                # a live node's probes are answered: the BLPOP waits on through several node timeouts
+                assert client.read_until(b"\r\n", timeout=4 * NODE_TIMEOUT_MS / 1000) == b""
+                victim.proc.send_signal(signal.SIGSTOP)
+            answer = client.read_until(b"connection was reset\r\n", timeout=CLIENT_WAIT_S)
+        finally:
+            victim.proc.send_signal(signal.SIGCONT)
+        assert answer.startswith(
+            f"-ERR backing store unavailable: redis://127.0.0.1:{victim.port}: no answer within".encode()), answer
+        assert client.sock.recv(1) == b""  # then closed
+        client.close()
+        assert wait_until(lambda: writes_tensor(server.client(), blocked_list + "t", 1), timeout=CLIENT_WAIT_S)
