@@ -174,6 +174,8 @@ UNSUPPORTED_BACKEND_MSG = "ERR unsupported backend"
 COULD_NOT_LOAD_BACKEND_MSG = "ERR Could not load backend"
 UNSUPPORTED_DEVICE_MSG = "ERR unsupported device"
 MODEL_KEY_EMPTY_MSG = "ERR model key is empty"
+# ours: the model was stored again between the read of its metadata and of its blob, twice in a row
+MODEL_CHANGED_MSG = "ERR model key changed while the model was being loaded, try again"
 INVALID_BATCHSIZE_MSG = "ERR Invalid argument for BATCHSIZE"
 INVALID_MINBATCHSIZE_MSG = "ERR Invalid argument for MINBATCHSIZE"
 INVALID_MINBATCHTIMEOUT_MSG = "ERR Invalid argument for MINBATCHTIMEOUT"
@@ -306,6 +308,7 @@ NA_STATUS = "NA"
 # (WRONGTYPE_MSG, TENSOR_KEY_EMPTY_MSG, INVALID_TIMEOUT_MSG, UNSUPPORTED_DEVICE_MSG, COULD_NOT_LOAD_BACKEND_MSG and
 # GPU_NOT_AVAILABLE_FMT above are shared with the scripts.)
 SCRIPT_KEY_EMPTY_MSG = "ERR script key is empty"
+SCRIPT_CHANGED_MSG = "ERR script key changed while the script was being loaded, try again"  # ours, as above
 SCRIPT_MISSING_ENTRY_POINTS_MSG = "ERR Insufficient arguments, missing script entry points"
 SCRIPT_ENTRY_POINTS_COUNT_MSG = "ERR Non numeric entry points number provided to AI.SCRIPTSTORE command"
 SCRIPT_MISSING_SOURCE_MSG = "ERR Insufficient arguments, missing script SOURCE"

@@ -12,8 +12,10 @@ Layout (field → value, all bulk strings)::
     minbatchtimeout  decimal (ms)
     inputs           JSON list of input names
     outputs          JSON list of output names
-    digest           sha256 hex of the blob: loaded handles are cached by it, so a model replaced by
-                     another server or client is reloaded, never served stale
+    digest           sha256 hex of the blob (followed, for a model stored with INPUTS/OUTPUTS names, by
+                     its backend and those names: the same TF graph stored with other output nodes computes
+                     something else): loaded handles are cached by it, and a run's write checks it, so a model
+                     replaced by another server or client is reloaded, never served stale
     blob             the serialized model, exactly the bytes given at store time
     run_info         a random id, written by the store script (server/store/atomic.py) into this hash and
                      into its AI.INFO counters' hash: the counters are this object's while the two agree
@@ -55,6 +57,16 @@ class ModelMeta:
 
 def blob_digest(blob: bytes) -> str:
     return hashlib.sha256(blob).hexdigest()
+
+
+def model_digest(blob: bytes, backend: str, inputs: tuple[str, ...], outputs: tuple[str, ...]) -> str:
+    """What identifies a stored model's version (the layout's ``digest``): its blob's, unless it names its
+    inputs and outputs (TF), which then count too — a run's write compares only this (server/store/atomic.py)."""
+    if not inputs and not outputs:
+        return blob_digest(blob)
+    named = hashlib.sha256(blob)
+    named.update(b"\0" + json.dumps([backend, list(inputs), list(outputs)]).encode())
+    return named.hexdigest()
 
 
 def model_hash_fields(meta: ModelMeta, blob: bytes) -> list[bytes]:

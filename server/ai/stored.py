@@ -21,6 +21,13 @@ MetaT = TypeVar("MetaT")
 HandleT = TypeVar("HandleT")
 
 
+class ChangedWhileLoading(AIError):
+    """The object was stored again between the read of its metadata and of its payload (blob, source): the
+    payload belongs to another version, and a handle built from it must not be filed under the metadata's
+    digest. The command reads the metadata again and retries once (``model.py``, ``script.py``, ``dag.py``);
+    a second change in that window reaches the client as this error."""
+
+
 def require_model(meta: ModelMeta | None) -> ModelMeta:
     """The decoded metadata, or RedisAI's error for a key that holds nothing."""
     if meta is None:
@@ -48,28 +55,32 @@ async def built(cache: HandleCache[MetaT, HandleT], meta: MetaT, fetch: Callable
 
 def loaded_model(models: ModelCache, meta: ModelMeta, keyspace: Keyspace, key: bytes) -> Awaitable[LoadedModel]:
     """The loaded model for ``meta`` (stored at ``key``)."""
-    return built(models, meta, lambda: fetch_blob(keyspace, key), key)
+    return built(models, meta, lambda: fetch_blob(keyspace, key, meta.digest), key)
 
 
 def compiled_script(scripts: ScriptCache, meta: ScriptMeta, keyspace: Keyspace,
                     key: bytes) -> Awaitable[CompiledScript]:
     """The compiled script for ``meta`` (stored at ``key``)."""
-    return built(scripts, meta, lambda: fetch_source(keyspace, key), key)
+    return built(scripts, meta, lambda: fetch_source(keyspace, key, meta.digest), key)
 
 
-async def fetch_blob(keyspace: Keyspace, key: bytes) -> bytes:
+async def fetch_blob(keyspace: Keyspace, key: bytes, digest: str) -> bytes:
     """A model's blob, read only when its loaded handle is not cached (models are loaded once per digest)."""
-    return await _fetch_field(keyspace, key, b"blob", msgs.MODEL_KEY_EMPTY_MSG)
+    return await _fetch_field(keyspace, key, b"blob", digest, msgs.MODEL_KEY_EMPTY_MSG, msgs.MODEL_CHANGED_MSG)
 
 
-async def fetch_source(keyspace: Keyspace, key: bytes) -> bytes:
+async def fetch_source(keyspace: Keyspace, key: bytes, digest: str) -> bytes:
     """A script's source, read only when its compiled form is not cached (compiled once per digest)."""
-    return await _fetch_field(keyspace, key, b"source", msgs.SCRIPT_KEY_EMPTY_MSG)
+    return await _fetch_field(keyspace, key, b"source", digest, msgs.SCRIPT_KEY_EMPTY_MSG, msgs.SCRIPT_CHANGED_MSG)
 
 
-async def _fetch_field(keyspace: Keyspace, key: bytes, name: bytes, missing: str) -> bytes:
-    """One field of the object's hash; ``missing`` when the object went away since its metadata was read."""
-    value = await keyspace.call(b"HGET", key, name)
+async def _fetch_field(keyspace: Keyspace, key: bytes, name: bytes, digest: str, missing: str,
+                       changed: str) -> bytes:
+    """One field of the object's hash, read with its digest in one command: ``missing`` when the object went
+    away since its metadata was read, ``ChangedWhileLoading`` when it holds another version now."""
+    value, stored = await keyspace.call(b"HMGET", key, name, b"digest")
     if not isinstance(value, bytes):
         raise AIError(missing)
+    if stored != digest.encode():
+        raise ChangedWhileLoading(changed)
     return value

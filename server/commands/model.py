@@ -14,13 +14,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 from backends import errors as msgs
+from backends.errors import AIError
 from backends.objects import MODEL_MARKER, MODEL_META_FIELDS, ModelMeta, model_hash_fields
 from backends.tensor import Tensor
 from dag.execute import ModelWork
 from server.ai.single_op import SingleOp, execute_single_op
 from server.ai.state import RunStats
 from server.ai.steps import batch_spec
-from server.ai.stored import loaded_model, read_model_meta
+from server.ai.stored import ChangedWhileLoading, loaded_model, read_model_meta
 from server.ai.tensor_io import DecodedInputs, check_output_types, decode_inputs, output_type_checks
 from server.commands.model_args import (
     ModelExecuteRequest,
@@ -157,30 +158,40 @@ async def cmd_modelrun(client: Client, argv: list[bytes]) -> Any:
     return await _execute(client, argv, parse_modelrun)
 
 
-async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again: bool = False) -> Any:
+async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again: bool = False,
+                   fresh: bool = False) -> Any:
     """Read, run, write. ``again``: the model or an input changed under a run that took it from the coherent
     cache (STALEMODEL / STALEINPUT from the write): run once more with what the store holds; the first run was
-    already counted in AI.INFO. A batching model never takes its inputs from the cache: reading them is a round
-    trip in which concurrent requests gather (50 clients, BATCHSIZE 32: a mean batch of 23.7 with it, 3.4
-    without)."""
+    already counted in AI.INFO. ``fresh``: an error found before the run, when the metadata came from the
+    cache (a model stored again through another server, whose invalidation is still on its way, or a SWAPDB,
+    which sends none) or the model was stored again while it was being loaded, is answered only once a read
+    of the store itself finds it too: so it is never one of an older version. A batching model never takes
+    its inputs from the cache: reading them is a round trip in which concurrent requests gather (50 clients,
+    BATCHSIZE 32: a mean batch of 23.7 with it, 3.4 without). One coroutine, the checks inline (each level
+    costs every request its creation and a step per resumption)."""
     ai, keyspace = client.ctx.ai, client.keyspace()
-    hint, out_hint = io_keys_hint(argv)
-    read = await _read_phase(keyspace, argv[1], hint, out_hint, fresh=again)
-    meta = await read_model_meta(ai.models, keyspace, argv[1], read.meta)
-    req = parse(argv, len(meta.inputs), len(meta.outputs))
-    taken: tuple[tuple[bytes, bytes], ...] = ()
-    inputs = None
-    if list(req.inputs) == hint and not (meta.batchsize > 0 and any(read.from_cache)):
-        inputs = decode_inputs(read.inputs, read.from_cache, ai.decoded)
-        taken = read.cached_inputs(hint)
-    if inputs is None:  # the prefetch guessed other keys, a batching model (its inputs' round trip gathers the
-        inputs = await _read_inputs(keyspace, req, ai.decoded)  # batch), or a cached value that did not decode
-        taken = ()
-    checks = read.checks
-    if list(req.outputs) != out_hint:  # the lenient guess missed (e.g. an input key named "outputs"): ask again
-        checks = await keyspace.pipeline(output_type_checks(list(req.outputs)))
-    check_output_types(checks)
-    model = await loaded_model(ai.models, meta, keyspace, req.key)
+    try:
+        hint, out_hint = io_keys_hint(argv)
+        read = await _read_phase(keyspace, argv[1], hint, out_hint, fresh=again or fresh)
+        meta = await read_model_meta(ai.models, keyspace, argv[1], read.meta)
+        req = parse(argv, len(meta.inputs), len(meta.outputs))
+        taken: tuple[tuple[bytes, bytes], ...] = ()
+        inputs = None
+        if list(req.inputs) == hint and not (meta.batchsize > 0 and any(read.from_cache)):
+            inputs = decode_inputs(read.inputs, read.from_cache, ai.decoded)
+            taken = read.cached_inputs(hint)
+        if inputs is None:  # the prefetch guessed other keys, a batching model (its inputs' round trip gathers
+            inputs = await _read_inputs(keyspace, req, ai.decoded)  # the batch), or a cached value not decoded
+            taken = ()
+        checks = read.checks
+        if list(req.outputs) != out_hint:  # the lenient guess missed (an input key named "outputs"): ask again
+            checks = await keyspace.pipeline(output_type_checks(list(req.outputs)))
+        check_output_types(checks)
+        model = await loaded_model(ai.models, meta, keyspace, req.key)
+    except AIError as exc:
+        if again or fresh or not (keyspace.caching or isinstance(exc, ChangedWhileLoading)):
+            raise
+        return await _execute(client, argv, parse, fresh=True)
     op = SingleOp(req.key, meta.device.queue_name, ModelWork(model, len(meta.outputs)), inputs, req.outputs,
                   req.timeout_ms, batch=batch_spec(meta, req.key, client.ctx.metrics), samples=True,
                   record=not again, digest=meta.digest, cached_inputs=taken,

@@ -12,7 +12,7 @@ from typing import Final
 from backends import errors as msgs
 from backends.device import Device, parse_device, parse_device_lenient
 from backends.errors import AIError, parse_strict_int, wrong_arity
-from backends.objects import ModelMeta, blob_digest
+from backends.objects import ModelMeta, model_digest
 from backends.registry import parse_backend
 from dag.parse import parse_timeout
 from server.commands.args import ArgCursor, final_timeout, parse_ac_uint
@@ -55,8 +55,9 @@ class _Batching:
 def _store_request(key: bytes, backend: str, device: Device, tag: bytes, batching: _Batching,
                    names: tuple[tuple[str, ...], tuple[str, ...]], blob: bytes) -> ModelStoreRequest:
     """What MODELSTORE and MODELSET parsed, as one request (the blob's digest taken here, once)."""
+    digest = model_digest(blob, backend, *names)
     return ModelStoreRequest(backend, device, tag, batching.batchsize, batching.minbatchsize,
-                             batching.minbatchtimeout, names[0], names[1], blob_digest(blob), key, blob)
+                             batching.minbatchtimeout, names[0], names[1], digest, key, blob)
 
 
 def _uint_or(raw: bytes | None, message: str) -> int:

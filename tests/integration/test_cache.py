@@ -13,7 +13,7 @@ import redis
 from backends.errors import AIError
 from server.config import Config
 from server.store.embedded import EmbeddedStore
-from tests.models import torch_add, torch_matmul, torch_mul
+from tests.models import torch_add, torch_double, torch_matmul, torch_mul
 from tests.support import RunningServer, running_server
 
 ONE_TWO = b"\x00\x00\x80?\x00\x00\x00@"  # float32 [1, 2]
@@ -49,11 +49,7 @@ def test_a_run_on_stale_cached_metadata_is_never_written_but_run_again(
     """Even with every invalidation lost, the output write checks the model's digest (STALEMODEL) and the
     run is done again with the model the store holds; AI.INFO counts it once."""
     ours, theirs, _direct = shared_store
-    ours.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add())
-    ours.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", ONE_TWO)
-    ours.execute_command("AI.TENSORSET", "b", "FLOAT", 2, "BLOB", THREE_FOUR)
-    ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c")
-    _drop_pushes(server)  # our cached metadata goes stale
+    _ran_add_then_lost_pushes(ours, server)
     theirs.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_mul())
     ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c")
     assert _values(ours, "c") == [3.0, 8.0]
@@ -87,6 +83,15 @@ def _drop_pushes(server: RunningServer) -> None:
     """Lose every invalidation push from now on: whatever our cache holds goes stale."""
     for cache in server.server.ctx.store.cache._dbs.values():
         cache.link._on_invalidate = lambda keys: None
+
+
+def _ran_add_then_lost_pushes(ours: redis.Redis, server: RunningServer) -> None:
+    """"m" adds "a" and "b" into "c", run once (its metadata now cached); then every push is lost."""
+    ours.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add())
+    ours.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", ONE_TWO)
+    ours.execute_command("AI.TENSORSET", "b", "FLOAT", 2, "BLOB", THREE_FOUR)
+    ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c")
+    _drop_pushes(server)  # our cached metadata goes stale
 
 
 def _calls(conn: redis.Redis, key: str) -> int:
@@ -209,6 +214,101 @@ def test_an_error_computed_from_a_stale_cached_model_is_never_answered(
     assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c") == b"OK"
     assert _values(ours, "c") == [2.0, 4.0]
     assert _calls(ours, "m") == 1  # the re-store zeroed the counters; the request counts once
+
+
+def test_a_model_stored_again_while_it_was_being_loaded_is_never_kept_as_the_old_version(
+        shared_store: tuple[redis.Redis, redis.Redis, redis.Redis], server: RunningServer) -> None:
+    """A run whose cached metadata is of one version and whose blob, read on a loaded-handle miss, is of
+    another: the handle must not be filed under the first version's digest (then, that version stored again,
+    every run would use the other one's model, and its write check would pass)."""
+    ours, theirs, _direct = shared_store
+    _ran_add_then_lost_pushes(ours, server)
+    server.server.ctx.ai.models._built.clear()  # as when other models pushed it out of the loaded ones
+    theirs.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_mul())
+    assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c") == b"OK"
+    assert _values(ours, "c") == [3.0, 8.0]
+    theirs.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add())  # the first version again
+    assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c") == b"OK"
+    assert _values(ours, "c") == [4.0, 6.0]
+
+
+def test_an_error_found_on_stale_cached_metadata_before_the_run_is_never_answered(
+        shared_store: tuple[redis.Redis, redis.Redis, redis.Redis], server: RunningServer) -> None:
+    """The number of inputs is checked against the model's metadata before the run: with our cached metadata
+    of a two-input model, and the store holding a one-input one (its invalidation still on its way), the
+    run is checked again on the store's metadata rather than answering the old version's arity error."""
+    ours, theirs, _direct = shared_store
+    ours.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add())
+    ours.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", ONE_TWO)
+    ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c")
+    _drop_pushes(server)
+    theirs.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_double())
+    assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "a", "OUTPUTS", 1, "c") == b"OK"
+    assert _values(ours, "c") == [2.0, 4.0]
+    assert _calls(ours, "m") == 1
+    with pytest.raises(redis.ResponseError, match="Number of keys given as INPUTS here does not match"):
+        ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c")  # a true error
+
+
+def test_a_model_missing_when_cached_and_stored_since_is_run(
+        shared_store: tuple[redis.Redis, redis.Redis, redis.Redis], server: RunningServer) -> None:
+    """A missing model's reply is cached too; stored meanwhile through another server (invalidation lost),
+    the run answers neither "model key is empty" nor the WRONGTYPE that the cached reply and a fresh
+    EXISTS would make together."""
+    ours, theirs, _direct = shared_store
+    ours.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", ONE_TWO)
+    with pytest.raises(redis.ResponseError, match="model key is empty"):
+        ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "a", "OUTPUTS", 1, "c")
+    _drop_pushes(server)
+    theirs.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_double())
+    assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "a", "OUTPUTS", 1, "c") == b"OK"
+    assert _values(ours, "c") == [2.0, 4.0]
+
+
+def test_swapdb_by_a_client_of_the_store_is_followed(
+        shared_store: tuple[redis.Redis, redis.Redis, redis.Redis]) -> None:
+    """SWAPDB sends no invalidation to tracking clients, so our cache keeps database 0's old entries: every
+    run is still answered from the store's values (the pre-run errors read again, the write checks the
+    model's digest and the cached inputs), and each stale entry is replaced at its first use."""
+    ours, _theirs, direct = shared_store
+    ours.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_double())
+    ours.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", ONE_TWO)
+    ours.execute_command("SELECT", 1)
+    ours.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_mul())
+    ours.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", THREE_FOUR)
+    ours.execute_command("SELECT", 0)
+    for _ in range(2):  # cached from the second on
+        assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "a", "OUTPUTS", 1, "c") == b"OK"
+    direct.swapdb(0, 1)
+    for _ in range(2):
+        assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c") == b"OK"
+        assert _values(ours, "c") == [9.0, 16.0]
+    direct.swapdb(0, 1)
+    assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "a", "OUTPUTS", 1, "c") == b"OK"
+    assert _values(ours, "c") == [2.0, 4.0]
+
+
+def test_a_tf_model_stored_again_with_other_output_names_is_never_run_stale(
+        shared_store: tuple[redis.Redis, redis.Redis, redis.Redis], server: RunningServer) -> None:
+    """The same TF graph stored with another output node computes something else: its digest differs, so a
+    run on the cached metadata of the first is checked and done again (before, only the blob was digested,
+    and the old output node's values were written and answered OK)."""
+    from tests.tf_models import tf_dense  # (TensorFlow's import is slow: only here)
+
+    ours, theirs, _direct = shared_store
+    blob = tf_dense()
+    store = ("AI.MODELSTORE", "m", "TF", "CPU", "INPUTS", 1, "x", "OUTPUTS", 1)
+    ours.execute_command(*store, "logits", "BLOB", blob)
+    ours.execute_command("AI.TENSORSET", "x", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4)
+    for _ in range(2):
+        ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "x", "OUTPUTS", 1, "y")
+    logits = _values(ours, "y")
+    _drop_pushes(server)
+    theirs.execute_command(*store, "probs", "BLOB", blob)
+    assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "x", "OUTPUTS", 1, "y") == b"OK"
+    probs = _values(ours, "y")
+    assert abs(sum(probs) - 1.0) < 1e-5 and probs != logits
+    assert probs == _values(theirs, "y")
 
 
 def test_a_cached_input_deleted_or_retyped_meanwhile_answers_the_stores_error(
