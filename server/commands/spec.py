@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from backends.errors import AIError, wrong_arity
 from server.commands.argdocs import arguments
 from server.commands.info_text import MODULE_NAME
 from server.commands.keyspecs import READ, READ_WRITE, KeySpecRow, key_at
@@ -84,6 +85,12 @@ class CommandSpec:
 
     def arity_ok(self, argc: int) -> bool:
         return argc == self.arity if self.arity > 0 else argc >= -self.arity
+
+    def arity_error(self, argv: list[bytes]) -> AIError:
+        """The wrong-arity error: Redis names its own commands by their table name, lower case ('echo', as
+        redis-server 7 does however it was typed); a module command (ours, AI.*) is named as the client typed
+        it (``RedisModule_WrongArity``)."""
+        return wrong_arity(argv[0].decode(errors="replace") if self.ai else self.name.lower())
 
     def specs(self) -> tuple[KeySpecRow, ...]:
         """The key specs: the row's own, or one spec from its (first, last, step) positions."""

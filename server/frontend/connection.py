@@ -31,7 +31,7 @@ from types import CoroutineType
 from typing import Any, Final, cast
 
 from backends import errors as msgs
-from backends.errors import AIError, ProtocolError, wrong_arity
+from backends.errors import AIError, ProtocolError
 from server.commands.client_state import ClientState, format_peer
 from server.commands.context import ServerContext
 from server.commands.spec import CommandSpec
@@ -298,7 +298,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
                 self.relay.poison_transaction()
                 raise
         if not spec.arity_ok(len(argv)):
-            raise wrong_arity(argv[0].decode(errors="replace"))
+            raise spec.arity_error(argv)
         return spec.handler(self, argv)
 
     def _finish(self, reply: Any, failure: BaseException | None, argv: list[bytes], slot: ReplySlot,

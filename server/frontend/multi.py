@@ -25,7 +25,7 @@ from typing import Any
 import hiredis
 
 from backends import errors as msgs
-from backends.errors import AIError, wrong_arity
+from backends.errors import AIError
 from server.commands.client_state import ClientState
 from server.commands.context import DATABASES, Client
 from server.commands.in_multi import FORMS
@@ -172,7 +172,7 @@ class Transaction:
         is a queue-time error: the caller poisons the transaction (Redis answers EXECABORT at EXEC); an AI
         command's errors are answered at EXEC instead, as RedisAI's."""
         if not spec.arity_ok(len(argv)):
-            raise wrong_arity(argv[0].decode(errors="replace"))
+            raise spec.arity_error(argv)
         if spec.ai:
             return self.substitutions.queue(client, spec.name, argv)
         if (spec.name in ("HELLO", "MODULE")

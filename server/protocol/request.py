@@ -144,24 +144,26 @@ class RequestParser:
         buf, pos = self._buf, self._pos
         if pos >= len(buf) or buf[pos] != 0x2A or len(buf) - pos > HIREDIS_MAX_BUFFER:
             return False
-        reader = self._reader
-        reader.feed(buf, pos)  # type: ignore[arg-type]  # any buffer works; the stubs say bytes
-        ready, limits = self._ready, self.limits
+        limits = self.limits
+        end = _plain_frames_end(buf, pos, limits.max_multibulk_len, limits.max_bulk_len)
+        if end == pos:
+            return False
+        reader, ready = self._reader, self._ready
+        reader.feed(buf, pos, end - pos)  # type: ignore[arg-type]  # (buffer, offset, length): any buffer; the stubs say bytes
+        taken = 0
         try:
-            while isinstance(frame := reader.gets(), list) and frame and len(frame) <= limits.max_multibulk_len:
-                length = _multibulk_length(buf, pos, frame, limits.max_bulk_len)
-                if length is None:
-                    break  # not a plain array of bulk strings: the Python parser decides
+            while isinstance(frame := reader.gets(), list):
                 ready.append(frame)
-                pos += length
-        except hiredis.ProtocolError:
-            pass  # the Python parser answers this frame with Redis's exact text
-        if pos < len(buf):  # it read past what was taken (a frame left to the Python parser, or a partial one)
+                taken += 1
+        except hiredis.ProtocolError:  # never for frames the walk accepted; if it were, the Python parser decides
+            for _ in range(taken):
+                ready.pop()
             self._reader = hiredis.Reader()
-        self._pos = pos
-        if pos >= len(buf) or pos > _COMPACT_AT:
+            return False
+        self._pos = end
+        if end >= len(buf) or end > _COMPACT_AT:
             self._compact()
-        return bool(ready)
+        return taken > 0
 
     def _compact(self) -> None:
         if self._pos:
@@ -233,27 +235,46 @@ class RequestParser:
         return split_inline_args(line)
 
 
-def _multibulk_length(buf: bytearray, pos: int, frame: list[object], max_bulk: int) -> int | None:
-    """The bytes of ``frame`` at ``buf[pos:]`` if it was sent as ``*n`` and one ``$len`` bulk string per
-    element (hiredis also returns bytes for ``+``, ``(`` or ``=`` elements, and lists for ``~``/``>`` frames,
-    which Redis refuses or reads as inline); None otherwise. hiredis is strict about the numbers, so a frame
-    of bulk strings is exactly its canonical encoding, and each header can be checked where it must be."""
-    if buf[pos] != 0x2A:  # '*'
-        return None
-    at = pos + _digits(len(frame)) + 3
-    for arg in frame:
-        if type(arg) is not bytes or buf[at] != 0x24:  # '$'
-            return None
-        size = len(arg)
-        if size > max_bulk:
-            return None
-        at += _digits(size) + size + 5
-    return at - pos
+def _plain_frames_end(buf: bytearray, pos: int, max_count: int, max_bulk: int) -> int:
+    """Where the complete frames at ``buf[pos:]`` that are plain arrays of bulk strings (``*n``, then ``$len``
+    and the bytes per element; canonical numbers, no leading zeros) end: what hiredis is then fed, and all it
+    is fed. hiredis makes a list of an array's announced size as it reads the header, before any element
+    arrives: ``*2147483647`` (15 bytes), or an array nested in a request, cost seconds of the loop thread (and
+    ``*4000000000`` a MemoryError) where Redis answers a Protocol error or waits. A frame walked here is
+    complete within the buffer, so its arrays are as small as its bytes."""
+    n, end, at = len(buf), pos, pos
+    while at < n and buf[at] == 0x2A:  # '*'
+        count, at = _header_number(buf, at + 1, n)
+        if count <= 0 or count > max_count:
+            break
+        for _ in range(count):
+            if at >= n or buf[at] != 0x24:  # '$'
+                return end
+            size, at = _header_number(buf, at + 1, n)
+            if size < 0 or size > max_bulk:
+                return end
+            at += size + 2
+        if at > n:
+            break
+        end = at
+    return end
 
 
-def _digits(number: int) -> int:
-    """Decimal digits of a non-negative ``number`` (most lengths are short: no str() for them)."""
-    return 1 if number < 10 else 2 if number < 100 else 3 if number < 1000 else len(str(number))
+def _header_number(buf: bytearray, at: int, n: int) -> tuple[int, int]:
+    """The canonical non-negative decimal at ``buf[at:]`` ended by CR LF, and where the bytes after it start;
+    (-1, at) for anything else (a sign, a leading zero, another byte, more than 9 digits, not all here)."""
+    value, i = 0, at
+    while i < n and i - at < 10:
+        byte = buf[i]
+        if byte == 0x0D:  # '\r'
+            if i == at or i + 1 >= n or buf[i + 1] != 0x0A or (buf[at] == 0x30 and i - at > 1):
+                return -1, at
+            return value, i + 2
+        if byte < 0x30 or byte > 0x39:
+            return -1, at
+        value = value * 10 + byte - 0x30
+        i += 1
+    return -1, at
 
 
 def split_inline_args(line: bytes) -> list[bytes]:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
+import textwrap
 from typing import Any, cast
 
 import hiredis
@@ -274,3 +277,48 @@ def test_store_commands_are_packed_as_hiredis_packs_them(sizes: list[int]) -> No
     reader = hiredis.Reader()
     reader.feed(pack_command(argv))
     assert reader.gets() == argv
+
+
+ANNOUNCED_HUGE = textwrap.dedent("""
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # 1 GiB of address space, this process only
+    from backends.errors import ProtocolError
+    from server.protocol.request import RequestParser
+    for data in (b"*2147483647\\r\\n", b"*1\\r\\n*2147483647\\r\\n", b"*2\\r\\n$1\\r\\na\\r\\n*100000000\\r\\n",
+                 b"*4000000000\\r\\n"):
+        parser = RequestParser()
+        parser.feed(data)
+        try:
+            print(repr(parser.next_command()))
+        except ProtocolError as exc:
+            print(exc.message)
+        except MemoryError:
+            print("MemoryError")
+""")
+
+
+def test_a_request_announcing_billions_of_arguments_allocates_nothing_for_them() -> None:
+    """hiredis makes a list of an array's announced size as it reads the header: ``*2147483647`` (15 bytes)
+    took 16 GB of address space and seconds of the loop thread to free, a nested one likewise, and
+    ``*4000000000`` raised MemoryError. Only complete plain frames reach it now; the rest is Redis's answer
+    (wait for the arguments, or the Protocol error). Run with 1 GiB of address space, where such a list fails."""
+    done = subprocess.run([sys.executable, "-c", ANNOUNCED_HUGE], capture_output=True, text=True, timeout=120,
+                          check=True)
+    assert done.stdout.splitlines() == [
+        "None",  # a valid count (Redis's limit is INT_MAX): the arguments are awaited
+        "ERR Protocol error: expected '$', got '*'",
+        "ERR Protocol error: expected '$', got '*'",
+        "ERR Protocol error: invalid multibulk length",
+    ]
+
+
+@pytest.mark.parametrize("frames", [
+    [b"PING"], [b"SET", b"k", b"v" * 300], [b"GET", b""], [b"AI.TENSORSET", b"t", b"FLOAT", b"2", b"BLOB", b"\r\n*9"],
+])
+def test_the_fast_path_takes_plain_frames_and_leaves_the_rest_from_where_it_starts(frames: list[bytes]) -> None:
+    """Several complete frames, then a partial one and a non-canonical one: each complete frame once, in order."""
+    parser = RequestParser()
+    parser.feed(pack_command(frames) * 3 + b"*2\r\n$3\r\nGET\r\n$01\r\nk\r\n")
+    assert [parser.next_command() for _ in range(3)] == [frames] * 3
+    with pytest.raises(ProtocolError):
+        parser.next_command()
