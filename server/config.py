@@ -210,6 +210,8 @@ class Config:
     metrics_port: int = 0
     metrics_key_label: bool = True
     reuse_port: bool = False  # set for --workers' processes, never from the command line
+    worker_index: int = 0  # --workers: this process's number and how many there are (client ids: index + k·count)
+    worker_count: int = 1
     config_file: str = ""  # the file the settings were read from (the banner shows it), never an option
 
     @property

@@ -37,11 +37,16 @@ log = logging.getLogger("redisai.supervisor")
 
 RESTART_DELAY_S = 0.5  # before starting again a worker that died within STABLE_AFTER_S of its start
 STABLE_AFTER_S = 2.0
+QUICK_EXITS_TO_GIVE_UP = 5  # a worker that dies that many times in a row within STABLE_AFTER_S: stop, exit 1
 STOP_GRACE_S = 5.0  # on top of --shutdown-timeout, before a worker that will not stop is killed
 
 
 class _Stop(Exception):
     """Raised from the signal handler: leave the wait loop and shut everything down."""
+
+
+class _GiveUp(Exception):
+    """A worker cannot start (its port taken, a bad setting): stop everything and exit 1, as one process does."""
 
 
 class Supervisor:
@@ -52,6 +57,7 @@ class Supervisor:
         self._serve = serve
         self._store: StoreProcess | None = None
         self._workers: dict[int, tuple[int, float]] = {}  # pid -> (index, started at)
+        self._quick_exits: dict[int, int] = {}  # worker index -> its exits in a row within STABLE_AFTER_S
 
     def run(self) -> int:
         try:
@@ -63,6 +69,7 @@ class Supervisor:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, _raise_stop)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        code = 0
         try:
             for index in range(self.config.workers):
                 self._spawn(index, worker_config)
@@ -71,12 +78,14 @@ class Supervisor:
             self._watch(worker_config)
         except _Stop:
             pass
+        except _GiveUp:
+            code = 1
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             self._stop_workers()
             self._stop_store()
-        return 0
+        return code
 
     def _prepare(self) -> Config:
         """The store and the port every worker will use."""
@@ -89,6 +98,7 @@ class Supervisor:
         return self.config.replace(redis_url=url, dir="", store_bin="", workers=1, port=port, reuse_port=True)
 
     def _spawn(self, index: int, config: Config) -> None:
+        config = config.replace(worker_index=index, worker_count=self.config.workers)
         if self.config.metrics_port:
             config = config.replace(metrics_port=self.config.metrics_port + index)
         pid = os.fork()
@@ -113,8 +123,14 @@ class Supervisor:
             index, started = self._workers.pop(pid, (None, 0.0))
             if index is None:
                 continue
+            quick = time.monotonic() - started < STABLE_AFTER_S
+            self._quick_exits[index] = self._quick_exits.get(index, 0) + 1 if quick else 0
+            if self._quick_exits[index] >= QUICK_EXITS_TO_GIVE_UP:
+                log.error("worker %d (pid %d) exited with status %d, %d times in a row within %gs of its start; "
+                          "giving up", index, pid, status, QUICK_EXITS_TO_GIVE_UP, STABLE_AFTER_S)
+                raise _GiveUp
             log.warning("worker %d (pid %d) exited with status %d; starting it again", index, pid, status)
-            if time.monotonic() - started < STABLE_AFTER_S:
+            if quick:
                 time.sleep(RESTART_DELAY_S)
             self._spawn(index, config)
 

@@ -77,7 +77,9 @@ class ServerContext:
         return known
 
     def next_client_id(self) -> int:
-        return next(self._client_ids)
+        """Redis's CLIENT ID: unique on the server. The processes of ``--workers N`` share the port, so
+        worker i hands out i+1, i+1+N, i+1+2N, … (CLIENT KILL ID, CLIENT UNBLOCK name one client)."""
+        return (next(self._client_ids) - 1) * self.config.worker_count + self.config.worker_index + 1
 
     def keyspace(self, db: int) -> Keyspace:
         if db not in self._keyspaces:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -86,3 +87,28 @@ def test_a_unix_socket_needs_a_single_process() -> None:
     out = subprocess.run([sys.executable, "-m", "server", "--port", str(free_port()), "--workers", "2",
                           "--unixsocket", "/tmp/x.sock"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "unixsocket cannot be used with workers > 1" in out.stderr
+
+
+def test_client_ids_are_unique_across_the_workers(workers: tuple[subprocess.Popen[bytes], int]) -> None:
+    """CLIENT ID names one client of the server (CLIENT KILL ID …): the workers share the port, so their ids
+    must not meet — worker i hands out i+1, i+1+N, …"""
+    _proc, port = workers
+    conns = [redis.Redis(port=port) for _ in range(16)]
+    seen = [(int(conn.info("server")["process_id"]), int(conn.client_id())) for conn in conns]
+    assert len({pid for pid, _id in seen}) == 2, "both workers took connections"  # (16 tries: 2**-15 to miss)
+    assert len({client_id for _pid, client_id in seen}) == len(seen), seen
+    for conn in conns:
+        conn.close()
+
+
+def test_workers_that_cannot_start_make_the_supervisor_give_up() -> None:
+    """A port taken by another program: each worker exits at once. The supervisor stops after a few restarts
+    in a row and exits 1, as a single process does, instead of restarting them for ever."""
+    port = free_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        out = subprocess.run([sys.executable, "-m", "server", "--port", str(port), "--bind", "127.0.0.1",
+                              "--workers", "2"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert "times in a row" in out.stderr and "giving up" in out.stderr
