@@ -334,5 +334,11 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             self.transport.close()
 
     def idle(self) -> bool:
-        """Nothing in flight: no unanswered command and no running handler (used by graceful shutdown)."""
-        return not self.replies and self._task is None and not self.backlog
+        """Nothing in flight that will end by itself: no running handler, and no unanswered command but a
+        blocking one with no timeout (BLPOP k 0 …) and what is pipelined behind it — graceful shutdown waits
+        for the others (a BLPOP k 1 is answered), and closes a client blocked for ever at once, as Redis
+        does, rather than after the whole --shutdown-timeout."""
+        if self._task is not None or self.backlog:
+            return False
+        session = self.relay.session
+        return not self.replies or (session is not None and session.waits_for_ever())

@@ -112,6 +112,12 @@ class ClusterSession:
         self._held: list[tuple[list[bytes], ReplySlot]] = []  # MULTI and keyless commands before a node is known
         cluster.watch_session(self, self._watched)  # a node that hangs fails its commands in bounded time
 
+    def waits_for_ever(self) -> bool:
+        """A blocking command with no timeout waits on one of its nodes, and on the others nothing but what
+        waits behind a blocking command."""
+        nodes = list(self._nodes.values())
+        return any(node.waits_for_ever() for node in nodes) and all(node.oldest_pending() is None for node in nodes)
+
     def send(self, argv: list[bytes], slot: ReplySlot) -> None:
         name = argv[0].lower()
         if name == b"multi" and self._in_multi and self._pinned is None:

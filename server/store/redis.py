@@ -64,7 +64,8 @@ class RedisSession:
         self._sub_count = 0
         self._in_multi = False
         self._closed = False
-        self._blocking: set[int] = set()  # ids of the slots in ``_fifo`` whose command may wait (BLPOP k 0 …)
+        # ids of the slots in ``_fifo`` whose command may wait (BLPOP k 0 …) → whether with no timeout at all
+        self._blocking: dict[int, bool] = {}
 
     def send(self, argv: list[bytes], slot: ReplySlot) -> None:
         name = argv[0].lower()  # (once a command: the three helpers below all ask)
@@ -74,7 +75,7 @@ class RedisSession:
         if slot.frames_left > 0:
             self._fifo.append(slot)
             if blocks:
-                self._blocking.add(id(slot))
+                self._blocking[id(slot)] = blocks_for_ever(argv, name)
         self._write(pack_command(argv))
 
     def oldest_pending(self) -> object | None:
@@ -88,6 +89,11 @@ class RedisSession:
     def waits_blocked(self) -> bool:
         """Whether its oldest command is a blocking one (its node is then probed: server/store/cluster_watch.py)."""
         return bool(self._fifo) and id(self._fifo[0]) in self._blocking
+
+    def waits_for_ever(self) -> bool:
+        """Whether its oldest command is a blocking one with no timeout (BLPOP k 0, WAIT n 0 …): graceful
+        shutdown does not wait for it (server/frontend/connection.py ``idle``)."""
+        return bool(self._fifo) and self._blocking.get(id(self._fifo[0]), False)
 
     def abort(self, detail: str) -> None:
         """The watchdog gave up on this connection's node: the client's state there is gone, as when the
@@ -193,7 +199,7 @@ class RedisSession:
             if slot.done:
                 self._fifo.popleft()
                 if self._blocking:
-                    self._blocking.discard(id(slot))
+                    self._blocking.pop(id(slot), None)
         else:
             self._sink.push(frame)  # MONITOR lines and anything else unsolicited
 
@@ -236,6 +242,29 @@ def may_block(argv: list[bytes], name: bytes = b"") -> bool:
             if word == b"block":
                 return True
     return False
+
+
+def blocks_for_ever(argv: list[bytes], name: bytes) -> bool:
+    """Whether a blocking command (``may_block``) has no timeout: a 0 where its timeout goes (the last
+    argument of BLPOP, BRPOP, BZPOPMIN/MAX, BRPOPLPUSH, BLMOVE; the first of BLMPOP, BZMPOP; WAIT's second,
+    WAITAOF's third; the number after XREAD's BLOCK)."""
+    if name in (b"blmpop", b"bzmpop"):
+        at = 1
+    elif name == b"wait":
+        at = 2
+    elif name == b"waitaof":
+        at = 3
+    elif name in (b"xread", b"xreadgroup"):
+        words = [word.lower() for word in argv]
+        at = words.index(b"block") + 1 if b"block" in words else len(argv)
+    else:
+        at = len(argv) - 1
+    if at >= len(argv):
+        return False
+    try:
+        return float(argv[at]) == 0
+    except ValueError:
+        return False
 
 
 def _store_down_reply(detail: str) -> bytes:

@@ -23,6 +23,11 @@ class StoreSession(Protocol):
 
     def set_protocol(self, proto: int) -> None: ...
 
+    def waits_for_ever(self) -> bool:
+        """Whether all it waits on is a blocking command with no timeout (BLPOP k 0 …) and what is pipelined
+        behind it: nothing that will end by itself."""
+        ...
+
     def close(self) -> None: ...
 
 

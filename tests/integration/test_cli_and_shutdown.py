@@ -85,6 +85,28 @@ def test_sigterm_finishes_in_flight_commands_then_exits() -> None:
         assert proc.wait(10) == 0
 
 
+def test_sigterm_does_not_wait_for_a_client_blocked_for_ever() -> None:
+    """A BLPOP with no timeout never ends by itself: graceful shutdown closes its client at once, as Redis
+    does (a BLPOP with a timeout is still answered: the test above), rather than waiting out a long
+    --shutdown-timeout (here 600 s; the test's own bound is 60)."""
+    port = free_port()
+    with server_process("--port", str(port), "--shutdown-timeout", "600") as proc:
+        wait_for_port(port)
+        blocked = socket.create_connection(("127.0.0.1", port))
+        blocked.sendall(b"BLPOP nothing 0\r\n")
+        pipelined = socket.create_connection(("127.0.0.1", port))
+        pipelined.sendall(b"WATCH x\r\nBLPOP nothing 0\r\nPING\r\n")  # its own session; PING behind it
+        assert wait_until(lambda: redis.Redis(port=port).info("clients")["blocked_clients"] == 2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+        blocked.settimeout(10)
+        pipelined.settimeout(10)
+        assert blocked.recv(100) == b""
+        assert pipelined.recv(100) in (b"+OK\r\n", b"")  # the WATCH's reply, then closed
+        blocked.close()
+        pipelined.close()
+
+
 def test_sighup_is_logged_and_ignored() -> None:
     port = free_port()
     with server_process("--port", str(port)) as proc:

@@ -76,6 +76,9 @@ class FakeSession:
     def set_protocol(self, proto: int) -> None:
         pass
 
+    def waits_for_ever(self) -> bool:
+        return False
+
     def close(self) -> None:
         pass
 
