@@ -51,6 +51,12 @@ def wrong_arity(command_as_typed: str) -> AIError:
     return AIError(f"ERR wrong number of arguments for '{command_as_typed}' command")
 
 
+def subscribed_context(command: str) -> AIError:
+    """Redis 7's refusal of a command a RESP2 client sends while subscribed (``command``: its full name)."""
+    return AIError(f"ERR Can't execute '{command}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET "
+                   "are allowed in this context")
+
+
 def unknown_command(name: str, args: list[str]) -> AIError:
     """Redis 7's unknown-command error, with the first arguments quoted as Redis does."""
     quoted = "".join(f"'{a}' " for a in args[:20])

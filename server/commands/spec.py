@@ -23,6 +23,15 @@ class _Relay:
 RELAY: Final = _Relay()
 
 
+# Redis's commands with subcommands (their full names are ``container|sub``)
+CONTAINER_COMMANDS: Final = frozenset({"acl", "client", "cluster", "command", "config", "function", "latency",
+                                       "memory", "module", "object", "pubsub", "script", "slowlog", "xgroup",
+                                       "xinfo"})
+# what a RESP2 client may send while subscribed
+SUBSCRIBED_CONTEXT_COMMANDS: Final = frozenset({"SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE",
+                                                "PUNSUBSCRIBE", "SUNSUBSCRIBE", "PING", "QUIT", "RESET"})
+
+
 @dataclass(frozen=True, slots=True)
 class RelayThen:
     """Relay ``argv`` (or the command itself) to the store, then rewrite its raw reply with ``transform``."""
@@ -85,6 +94,14 @@ class CommandSpec:
 
     def arity_ok(self, argc: int) -> bool:
         return argc == self.arity if self.arity > 0 else argc >= -self.arity
+
+    def full_name(self, argv: list[bytes]) -> str:
+        """Redis's name of the command sent: lower case, and ``container|sub`` for a command with
+        subcommands ('client|id'); the errors that name a command use it."""
+        name = self.name.lower()
+        if name in CONTAINER_COMMANDS and len(argv) > 1:
+            return f"{name}|{argv[1].decode(errors='replace').lower()}"
+        return name
 
     def arity_error(self, argv: list[bytes]) -> AIError:
         """The wrong-arity error: Redis names its own commands by their table name, lower case ('echo', as

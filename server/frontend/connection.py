@@ -31,10 +31,10 @@ from types import CoroutineType
 from typing import Any, Final, cast
 
 from backends import errors as msgs
-from backends.errors import AIError, ProtocolError
+from backends.errors import AIError, ProtocolError, subscribed_context
 from server.commands.client_state import ClientState, format_peer
 from server.commands.context import ServerContext
-from server.commands.spec import CommandSpec
+from server.commands.spec import SUBSCRIBED_CONTEXT_COMMANDS, CommandSpec
 from server.frontend.eager import Cancellable, drive
 from server.frontend.multi import Transaction
 from server.frontend.relay import Relay
@@ -56,6 +56,7 @@ _perf_counter_ns: Final = time.perf_counter_ns
 HIGH_WATER: Final = 1024
 LOW_WATER: Final = 128
 PUBSUB_OUTPUT_LIMIT = 32 * 1024 * 1024
+PUSH_OUTPUT_LIMIT = 1024 * 1024 * 1024  # a client not subscribed that gets pushes: bounded, unlike Redis's
 # What synchronous handlers return; anything else may be a coroutine of a compiled (mypyc) handler, whose type
 # is not CoroutineType.
 PLAIN_OUTCOMES: Final[frozenset[type]] = frozenset({bytes, str, int, float, list, tuple, dict, type(None), Status, Raw})
@@ -154,11 +155,16 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         """Replies already answered go out first, so a push never overtakes a reply the store sent before it.
 
         A subscriber that does not read is closed once PUBSUB_OUTPUT_LIMIT bytes wait for it (Redis's
-        client-output-buffer-limit for pub/sub clients), instead of growing our memory for ever."""
+        client-output-buffer-limit for pub/sub clients), instead of growing our memory for ever. Any other
+        client getting pushes (CLIENT TRACKING's invalidations, MONITOR) is a normal client to Redis, which
+        sets it no limit: it gets PUSH_OUTPUT_LIMIT, far above any one reply (the limit counts the replies
+        waiting too: a 40 MB GET unread plus an invalidation closed it under the pub/sub limit)."""
         if self._closed or self.transport is None:
             return
         self._write_ready()
-        if self.transport.get_write_buffer_size() + len(data) > PUBSUB_OUTPUT_LIMIT:
+        session = self.relay.session
+        limit = PUBSUB_OUTPUT_LIMIT if session is not None and session.subscribed() else PUSH_OUTPUT_LIMIT
+        if self.transport.get_write_buffer_size() + len(data) > limit:
             log.warning("closing client %d: %d bytes of pushes unread", self.state.id,
                         self.transport.get_write_buffer_size())
             self.transport.abort()
@@ -291,6 +297,8 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             raise AIError(msgs.NOAUTH_MSG)
         if spec is None:
             return self.relay.route(argv)
+        if self.state.used_pubsub and self._subscribed_context(spec):  # (relayed ones: the store refuses them)
+            raise subscribed_context(spec.full_name(argv))
         if self.state.in_multi and spec.name not in ("QUIT", "RESET"):
             try:
                 return self.transaction.queue(self, argv, spec)
@@ -300,6 +308,12 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         if not spec.arity_ok(len(argv)):
             raise spec.arity_error(argv)
         return spec.handler(self, argv)
+
+    def _subscribed_context(self, spec: CommandSpec) -> bool:
+        """A RESP2 client holding a subscription may send only (P|S)(UN)SUBSCRIBE, PING, QUIT and RESET."""
+        session = self.relay.session
+        return (self.state.proto == 2 and spec.name not in SUBSCRIBED_CONTEXT_COMMANDS and session is not None
+                and session.subscribed())
 
     def _finish(self, reply: Any, failure: BaseException | None, argv: list[bytes], slot: ReplySlot,
                 spec: CommandSpec | None, started: int) -> None:

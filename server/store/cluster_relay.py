@@ -112,6 +112,9 @@ class ClusterSession:
         self._held: list[tuple[list[bytes], ReplySlot]] = []  # MULTI and keyless commands before a node is known
         cluster.watch_session(self, self._watched)  # a node that hangs fails its commands in bounded time
 
+    def subscribed(self) -> bool:
+        return any(node.subscribed() for node in self._nodes.values())
+
     def waits_for_ever(self) -> bool:
         """A blocking command with no timeout waits on one of its nodes, and on the others nothing but what
         waits behind a blocking command."""

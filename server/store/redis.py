@@ -90,6 +90,9 @@ class RedisSession:
         """Whether its oldest command is a blocking one (its node is then probed: server/store/cluster_watch.py)."""
         return bool(self._fifo) and id(self._fifo[0]) in self._blocking
 
+    def subscribed(self) -> bool:
+        return any(self._subscriptions.values())
+
     def waits_for_ever(self) -> bool:
         """Whether its oldest command is a blocking one with no timeout (BLPOP k 0, WAIT n 0 …): graceful
         shutdown does not wait for it (server/frontend/connection.py ``idle``)."""

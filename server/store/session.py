@@ -23,6 +23,10 @@ class StoreSession(Protocol):
 
     def set_protocol(self, proto: int) -> None: ...
 
+    def subscribed(self) -> bool:
+        """Whether it holds a channel or pattern subscription now (as sent: SUBSCRIBE … and not yet left)."""
+        ...
+
     def waits_for_ever(self) -> bool:
         """Whether all it waits on is a blocking command with no timeout (BLPOP k 0 …) and what is pipelined
         behind it: nothing that will end by itself."""

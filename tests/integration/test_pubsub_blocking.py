@@ -121,3 +121,42 @@ def test_subscriber_that_never_reads_is_cut_off(server: RunningServer, monkeypat
     assert lazy.closed_by_peer(5)
     time.sleep(0.2)
     assert publisher.execute_command("PUBSUB", "NUMSUB", "firehose")[1] == 0  # its subscription went with it
+
+
+def test_a_resp2_subscriber_may_send_only_what_redis_allows(server: RunningServer) -> None:
+    """Subscribed in RESP2, the commands this server answers itself are refused as redis-server 7 refuses
+    every other command — and, unsubscribed, taken again."""
+    raw = server.raw()
+    raw.send(b"SUBSCRIBE ch\r\nTYPE x\r\nCLIENT ID\r\nPING\r\nINFO\r\nHELLO 3\r\nAI.TENSORSET t FLOAT 1 VALUES 1\r\n"
+             b"UNSUBSCRIBE\r\nAI.TENSORSET t FLOAT 1 VALUES 1\r\n")
+    only = b"': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n"
+    expected = (b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"
+                + b"".join(b"-ERR Can't execute '" + name + only for name in (b"type", b"client|id"))
+                + b"*2\r\n$4\r\npong\r\n$0\r\n\r\n"
+                + b"".join(b"-ERR Can't execute '" + name + only for name in (b"info", b"hello", b"ai.tensorset"))
+                + b"*3\r\n$11\r\nunsubscribe\r\n$2\r\nch\r\n:0\r\n+OK\r\n")
+    assert raw.read_exactly(expected) == expected
+    assert server.client().execute_command("AI.TENSORGET", "t", "VALUES") == [b"1"]  # (the second was run)
+
+
+def test_a_tracking_client_with_a_big_reply_unread_is_not_cut_off_by_a_push(
+        server: RunningServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CLIENT TRACKING's invalidations are pushes, but the client is not a subscriber: the pub/sub output limit
+    (here lowered to 1 MiB) is not its, and a big reply it has not read yet plus a push lose nothing."""
+    import server.frontend.connection as connection
+
+    monkeypatch.setattr(connection, "PUBSUB_OUTPUT_LIMIT", 1024 * 1024)
+    big = b"v" * (8 * 1024 * 1024)
+    writer = server.client()
+    writer.set("t", "1")
+    writer.set("big", big)
+    reader = server.raw()
+    reader.send(b"HELLO 3\r\nCLIENT TRACKING on\r\nGET t\r\n")
+    assert reader.read_until(b"$1\r\n1\r\n").endswith(b"$1\r\n1\r\n")
+    reader.send(b"GET big\r\n")
+    time.sleep(0.5)  # the reply waits in our buffers, unread
+    writer.set("t", "2")  # its invalidation is pushed behind that reply
+    time.sleep(0.3)
+    got = reader.read_until(b"$1\r\nt\r\n", timeout=30)
+    assert got.startswith(b"$%d\r\n" % len(big)) and big in got
+    assert got.endswith(b">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nt\r\n")

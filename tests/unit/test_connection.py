@@ -76,6 +76,9 @@ class FakeSession:
     def set_protocol(self, proto: int) -> None:
         pass
 
+    def subscribed(self) -> bool:
+        return False
+
     def waits_for_ever(self) -> bool:
         return False
 
