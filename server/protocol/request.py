@@ -145,7 +145,10 @@ class RequestParser:
         if pos >= len(buf) or buf[pos] != 0x2A or len(buf) - pos > HIREDIS_MAX_BUFFER:
             return False
         limits = self.limits
-        end = _plain_frames_end(buf, pos, limits.max_multibulk_len, limits.max_bulk_len)
+        # walked as a bytes copy (at most HIREDIS_MAX_BUFFER): mypyc reads a bytes object's bytes directly, a
+        # bytearray's through PyObject_GetItem (~150 instructions a byte)
+        end = pos + _plain_frames_end(bytes(buf) if pos == 0 else bytes(buf[pos:]), limits.max_multibulk_len,
+                                      limits.max_bulk_len)
         if end == pos:
             return False
         reader, ready = self._reader, self._ready
@@ -235,14 +238,14 @@ class RequestParser:
         return split_inline_args(line)
 
 
-def _plain_frames_end(buf: bytearray, pos: int, max_count: int, max_bulk: int) -> int:
-    """Where the complete frames at ``buf[pos:]`` that are plain arrays of bulk strings (``*n``, then ``$len``
+def _plain_frames_end(buf: bytes, max_count: int, max_bulk: int) -> int:
+    """Where the complete frames at the start of ``buf`` that are plain arrays of bulk strings (``*n``, then ``$len``
     and the bytes per element; canonical numbers, no leading zeros) end: what hiredis is then fed, and all it
     is fed. hiredis makes a list of an array's announced size as it reads the header, before any element
     arrives: ``*2147483647`` (15 bytes), or an array nested in a request, cost seconds of the loop thread (and
     ``*4000000000`` a MemoryError) where Redis answers a Protocol error or waits. A frame walked here is
     complete within the buffer, so its arrays are as small as its bytes."""
-    n, end, at = len(buf), pos, pos
+    n, end, at = len(buf), 0, 0
     while at < n and buf[at] == 0x2A:  # '*'
         count, at = _header_number(buf, at + 1, n)
         if count <= 0 or count > max_count:
@@ -260,7 +263,7 @@ def _plain_frames_end(buf: bytearray, pos: int, max_count: int, max_bulk: int) -
     return end
 
 
-def _header_number(buf: bytearray, at: int, n: int) -> tuple[int, int]:
+def _header_number(buf: bytes, at: int, n: int) -> tuple[int, int]:
     """The canonical non-negative decimal at ``buf[at:]`` ended by CR LF, and where the bytes after it start;
     (-1, at) for anything else (a sign, a leading zero, another byte, more than 9 digits, not all here)."""
     value, i = 0, at
