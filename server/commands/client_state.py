@@ -29,11 +29,11 @@ class ClientState:
     last_active: float = field(default_factory=time.monotonic)
     last_command: bytes = b"NULL"  # argv[0] as sent; decoded only for CLIENT LIST
 
-    def describe(self, query_buffer: int) -> str:
-        """One CLIENT LIST line."""
+    def describe(self, query_buffer: int, subscribed: bool) -> str:
+        """One CLIENT LIST line (``subscribed``: holds a subscription now — flag P)."""
         now = time.monotonic()
         command = self.last_command.decode(errors="replace").lower()
-        flags = ("x" if self.in_multi else "") + ("P" if self.used_pubsub else "") or "N"
+        flags = ("x" if self.in_multi else "") + ("P" if subscribed else "") or "N"
         return (f"id={self.id} addr={self.addr} laddr={self.laddr} fd={self.fd} name={self.name} "
                 f"age={int(now - self.created)} idle={int(now - self.last_active)} flags={flags} db={self.db} "
                 f"multi={0 if self.in_multi else -1} qbuf={query_buffer} cmd={command} "

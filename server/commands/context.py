@@ -114,6 +114,8 @@ class Client(Protocol):
     def kill(self) -> None:
         """CLIENT KILL: close this client (after its current reply when it kills itself)."""
 
+    def subscribed(self) -> bool: ...
+
     def describe(self) -> str:
         """One CLIENT LIST line."""
 

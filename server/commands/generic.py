@@ -212,7 +212,7 @@ def _client_list(client: Client, argv: list[bytes]) -> Any:
         kind = argv[3].lower()
         if kind not in (b"normal", b"pubsub", b"master", b"replica", b"slave"):
             raise AIError(msgs.UNKNOWN_CLIENT_TYPE_FMT.format(kind=argv[3].decode(errors="replace")))
-        clients = [c for c in clients if (b"pubsub" if c.state.used_pubsub else b"normal") == kind]
+        clients = [c for c in clients if (b"pubsub" if c.subscribed() else b"normal") == kind]
     elif len(argv) != 2:
         raise AIError(msgs.SYNTAX_MSG)
     return "".join(c.describe() + "\n" for c in clients).encode()

@@ -62,7 +62,7 @@ def _clients_section(client: Client) -> list[tuple[str, object]]:
     clients = list(client.ctx.clients.values())
     return [
         ("connected_clients", len(clients)),
-        ("pubsub_clients", sum(1 for c in clients if c.state.used_pubsub)),
+        ("pubsub_clients", sum(1 for c in clients if c.subscribed())),
         ("clients_in_transaction", sum(1 for c in clients if c.state.in_multi)),
     ]
 

@@ -218,7 +218,13 @@ class ClientConnection(asyncio.Protocol, SessionSink):
 
     def describe(self) -> str:
         """One CLIENT LIST line."""
-        return self.state.describe(self.parser.buffered())
+        return self.state.describe(self.parser.buffered(), self.subscribed())
+
+    def subscribed(self) -> bool:
+        """Whether the client holds a channel, pattern or shard channel subscription now (Redis's pub/sub
+        client: CLIENT LIST's flag P and TYPE pubsub, INFO's pubsub_clients); not once it left them all."""
+        session = self.relay.session
+        return self.state.used_pubsub and session is not None and session.subscribed()
 
     # --- the command pump ---------------------------------------------------------------------------------------
 

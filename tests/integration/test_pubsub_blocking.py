@@ -160,3 +160,19 @@ def test_a_tracking_client_with_a_big_reply_unread_is_not_cut_off_by_a_push(
     got = reader.read_until(b"$1\r\nt\r\n", timeout=30)
     assert got.startswith(b"$%d\r\n" % len(big)) and big in got
     assert got.endswith(b">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nt\r\n")
+
+
+def test_a_client_that_left_every_subscription_is_a_normal_client_again(server: RunningServer) -> None:
+    """CLIENT LIST's flag P, CLIENT LIST TYPE pubsub and INFO's pubsub_clients follow the subscriptions held
+    now, as in Redis (they stayed set for good once a client had subscribed)."""
+    raw = server.raw()
+    observer = server.client()
+    subscribed = b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"
+    assert raw.call(b"SUBSCRIBE ch\r\n", subscribed) == subscribed
+    assert observer.info("clients")["pubsub_clients"] == 1
+    assert len(observer.client_list(_type="pubsub")) == 1
+    left = b"*3\r\n$11\r\nunsubscribe\r\n$2\r\nch\r\n:0\r\n"
+    assert raw.call(b"UNSUBSCRIBE\r\n", left) == left
+    assert observer.info("clients")["pubsub_clients"] == 0
+    assert observer.client_list(_type="pubsub") == []
+    assert all("P" not in entry["flags"] for entry in observer.client_list())

@@ -97,6 +97,9 @@ class FakeClient:
     def kill(self) -> None:
         self.closing = True
 
+    def subscribed(self) -> bool:
+        return False
+
     def describe(self) -> str:
         return f"id={self.state.id} addr={self.state.addr}"
 
