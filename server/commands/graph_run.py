@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
-from backends.errors import AIError
+from backends.errors import AIError, unavailable
 from backends.objects import MODEL_META_FIELDS, SCRIPT_META_FIELDS
 from backends.tensor import Tensor, encode_tensor
 from dag.graph_plan import GraphPlan
@@ -67,15 +67,17 @@ async def execute_graph(ctx: ServerContext, keyspace: Keyspace, graph: StoredGra
         if len(expected) != len(given):
             raise AIError(msgs.GRAPH_BIND_COUNT_FMT.format(expected=len(expected), what=what, given=len(given)))
     started = time.perf_counter()
+    counted_run = 0 if fresh else 1  # (a pre-run error's fresh retry is not another run)
     try:
         if req.mode == INTERPRETED:
-            ctx.ai.graphs.interpreted_runs += 1
+            ctx.ai.graphs.interpreted_runs += counted_run
             outcome = await _interpreted(ctx, keyspace, graph, req)
         else:
-            ctx.ai.graphs.compiled_runs += 1
+            ctx.ai.graphs.compiled_runs += counted_run
             outcome = await _compiled(ctx, keyspace, graph, req, fresh=again or fresh)
     except AIError as exc:
-        if again or fresh or not (isinstance(exc, ChangedWhileLoading) or req.mode != INTERPRETED):
+        cached_metadata = req.mode != INTERPRETED and keyspace.caching and not unavailable(exc)
+        if again or fresh or not (isinstance(exc, ChangedWhileLoading) or cached_metadata):
             raise
         return await execute_graph(ctx, keyspace, await load_graph(ctx.ai.graphs, keyspace, req.key, fresh=True),
                                    req, fresh=True)

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 from backends import errors as msgs
-from backends.errors import AIError
+from backends.errors import AIError, unavailable
 from backends.objects import MODEL_MARKER, MODEL_META_FIELDS, ModelMeta, model_hash_fields
 from backends.tensor import Tensor
 from dag.execute import ModelWork
@@ -170,6 +170,7 @@ async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again
     BATCHSIZE 32: a mean batch of 23.7 with it, 3.4 without). One coroutine, the checks inline (each level
     costs every request its creation and a step per resumption)."""
     ai, keyspace = client.ctx.ai, client.keyspace()
+    loading = False
     try:
         hint, out_hint = io_keys_hint(argv)
         read = await _read_phase(keyspace, argv[1], hint, out_hint, fresh=again or fresh)
@@ -187,9 +188,10 @@ async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again
         if list(req.outputs) != out_hint:  # the lenient guess missed (an input key named "outputs"): ask again
             checks = await keyspace.pipeline(output_type_checks(list(req.outputs)))
         check_output_types(checks)
+        loading = True
         model = await loaded_model(ai.models, meta, keyspace, req.key)
     except AIError as exc:
-        if again or fresh or not (keyspace.caching or isinstance(exc, ChangedWhileLoading)):
+        if again or fresh or not _worth_a_fresh_look(exc, keyspace.caching, loading):
             raise
         return await _execute(client, argv, parse, fresh=True)
     op = SingleOp(req.key, meta.device.queue_name, ModelWork(model, len(meta.outputs)), inputs, req.outputs,
@@ -197,6 +199,15 @@ async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again
                   record=not again, digest=meta.digest, cached_inputs=taken,
                   again=None if again else (lambda: _execute(client, argv, parse, again=True)))
     return await execute_single_op(ai, keyspace, op)
+
+
+def _worth_a_fresh_look(exc: AIError, caching: bool, loading: bool) -> bool:
+    """Whether a pre-run error may be one of an older version: the model stored again while it was being loaded,
+    or, with the cache on, an error found on the metadata or inputs before loading — not the store being
+    unavailable (asking again would wait a second timeout) nor the backend refusing the model (loaded twice)."""
+    if isinstance(exc, ChangedWhileLoading):
+        return True
+    return caching and not loading and not unavailable(exc)
 
 
 class ReadPhase:

@@ -303,8 +303,6 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             raise AIError(msgs.NOAUTH_MSG)
         if spec is None:
             return self.relay.route(argv)
-        if self.state.used_pubsub and self._subscribed_context(spec):  # (relayed ones: the store refuses them)
-            raise subscribed_context(spec.full_name(argv))
         if self.state.in_multi and spec.name not in ("QUIT", "RESET"):
             try:
                 return self.transaction.queue(self, argv, spec)
@@ -313,6 +311,8 @@ class ClientConnection(asyncio.Protocol, SessionSink):
                 raise
         if not spec.arity_ok(len(argv)):
             raise spec.arity_error(argv)
+        if self.state.used_pubsub and self._subscribed_context(spec):  # (relayed ones: the store refuses them)
+            raise subscribed_context(spec.full_name(argv))  # (after the arity check, as in Redis)
         return spec.handler(self, argv)
 
     def _subscribed_context(self, spec: CommandSpec) -> bool:

@@ -173,8 +173,8 @@ class RedisSession:
     def _track_command(self, argv: list[bytes], name: bytes) -> None:
         """Follow MULTI, and the channel sets as the commands are sent (not as confirmations come back), so an
         UNSUBSCRIBE pipelined right after a SUBSCRIBE expects one frame per channel that will be left."""
-        if name == b"multi":
-            self._in_multi = True
+        if name == b"multi":  # (refused by the store to a RESP2 subscriber: no transaction to follow then)
+            self._in_multi = self._in_multi or not (self._proto == 2 and any(self._subscriptions.values()))
         elif name in (b"exec", b"discard", b"reset"):
             self._in_multi = False
         elif not self._in_multi and name in PUBSUB_COMMANDS:
@@ -238,13 +238,22 @@ def may_block(argv: list[bytes], name: bytes = b"") -> bool:
     if name in BLOCKING_COMMANDS:
         return True
     if name == b"xread" or name == b"xreadgroup":
-        for i in range(1, len(argv)):  # the options come before STREAMS (a key named "block" may follow it)
-            word = argv[i].lower()
-            if word == b"streams":
-                return False
-            if word == b"block":
-                return True
+        return _block_option(argv) > 0
     return False
+
+
+def _block_option(argv: list[bytes]) -> int:
+    """Where XREAD's / XREADGROUP's BLOCK option is (0: none). The options come before STREAMS (a key named
+    "block" may follow it), and GROUP's two names are not options (a group named "block")."""
+    i = 1
+    while i < len(argv):
+        word = argv[i].lower()
+        if word == b"streams":
+            return 0
+        if word == b"block":
+            return i
+        i += 3 if word == b"group" else 1
+    return 0
 
 
 def blocks_for_ever(argv: list[bytes], name: bytes) -> bool:
@@ -258,8 +267,7 @@ def blocks_for_ever(argv: list[bytes], name: bytes) -> bool:
     elif name == b"waitaof":
         at = 3
     elif name in (b"xread", b"xreadgroup"):
-        words = [word.lower() for word in argv]
-        at = words.index(b"block") + 1 if b"block" in words else len(argv)
+        at = _block_option(argv) + 1 if _block_option(argv) else len(argv)
     else:
         at = len(argv) - 1
     if at >= len(argv):

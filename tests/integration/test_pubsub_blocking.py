@@ -176,3 +176,17 @@ def test_a_client_that_left_every_subscription_is_a_normal_client_again(server: 
     assert observer.info("clients")["pubsub_clients"] == 0
     assert observer.client_list(_type="pubsub") == []
     assert all("P" not in entry["flags"] for entry in observer.client_list())
+
+
+def test_a_refused_multi_leaves_the_subscriptions_followed(server: RunningServer) -> None:
+    """MULTI is refused to a RESP2 subscriber (by the store): no transaction starts, so the UNSUBSCRIBE after it
+    is followed and the client may send anything again — and an arity error comes before the refusal, as
+    redis-server 7 answers."""
+    raw = server.raw()
+    raw.send(b"SUBSCRIBE ch\r\nECHO\r\nMULTI\r\nUNSUBSCRIBE\r\nECHO hi\r\n")
+    expected = (b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"
+                b"-ERR wrong number of arguments for 'echo' command\r\n"
+                b"-ERR Can't execute 'multi': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed "
+                b"in this context\r\n"
+                b"*3\r\n$11\r\nunsubscribe\r\n$2\r\nch\r\n:0\r\n$2\r\nhi\r\n")
+    assert raw.read_exactly(expected) == expected

@@ -157,3 +157,23 @@ def test_modelget_flags() -> None:
     assert parse_modelget_flags(_argv("AI.MODELGET m META whatever")) == (True, False)
     with pytest.raises(AIError, match=r"wrong number of arguments"):
         parse_modelget_flags(_argv("AI.MODELGET m META BLOB extra"))
+
+
+def test_which_pre_run_errors_are_checked_on_a_fresh_read() -> None:
+    """A model stored again while loading: always; an error on (possibly cached) metadata or inputs: with the
+    cache on; never the store being unavailable (a second timeout) nor the backend refusing the model."""
+    from backends.errors import AIError
+    from server.ai.stored import ChangedWhileLoading
+    from server.commands.model import _worth_a_fresh_look
+
+    changed = ChangedWhileLoading("ERR model key changed while the model was being loaded, try again")
+    arity = AIError("ERR Number of keys given as INPUTS here does not match model definition")
+    down = AIError("ERR backing store unavailable: redis://127.0.0.1:7000: no answer within 3000 ms")
+    refused = AIError("ERR Could not load the model")
+    assert _worth_a_fresh_look(changed, caching=False, loading=True)
+    assert _worth_a_fresh_look(arity, caching=True, loading=False)
+    assert not _worth_a_fresh_look(arity, caching=False, loading=False)
+    assert not _worth_a_fresh_look(down, caching=True, loading=False)
+    assert not _worth_a_fresh_look(AIError("LOADING Redis is loading the dataset in memory"), caching=True,
+                                   loading=False)
+    assert not _worth_a_fresh_look(refused, caching=True, loading=True)
