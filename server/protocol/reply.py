@@ -128,7 +128,7 @@ def _encode_into(value: Any, proto: int, out: list[bytes]) -> None:  # noqa: C90
         for item in value:
             _encode_into(item, proto, out)
     elif isinstance(value, AIError):
-        out.append(b"-" + value.resp_text().encode() + b"\r\n")
+        out.append(b"-" + value.resp_text().encode(errors="surrogateescape") + b"\r\n")  # (raw bytes echoed)
     elif kind is float:
         text = format_double(value)
         out.append(b"," + text + b"\r\n" if proto == 3 else b"$%d\r\n%s\r\n" % (len(text), text))

@@ -199,7 +199,7 @@ class RequestParser:
             if pos >= len(buf):
                 return False
             if buf[pos] != 0x24:  # '$'
-                raise ProtocolError(msgs.PROTO_EXPECTED_DOLLAR_FMT.format(got=chr(buf[pos])))
+                raise ProtocolError(msgs.PROTO_EXPECTED_DOLLAR_FMT.format(got=_wire_char(buf[pos])))
             end = self._line_end(msgs.PROTO_BIG_BULK_COUNT_MSG)
             if end < 0:
                 return False
@@ -278,6 +278,12 @@ def _header_number(buf: bytes, at: int, n: int) -> tuple[int, int]:
         value = value * 10 + byte - 0x30
         i += 1
     return -1, at
+
+
+def _wire_char(byte: int) -> str:
+    """The byte as a character of an error's text that goes out as that very byte, as Redis echoes it: ASCII as
+    itself, any other as its surrogate escape (server/protocol/reply.py encodes errors with surrogateescape)."""
+    return chr(byte) if byte < 0x80 else chr(0xDC00 + byte)
 
 
 def split_inline_args(line: bytes) -> list[bytes]:

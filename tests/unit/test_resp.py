@@ -322,3 +322,12 @@ def test_the_fast_path_takes_plain_frames_and_leaves_the_rest_from_where_it_star
     assert [parser.next_command() for _ in range(3)] == [frames] * 3
     with pytest.raises(ProtocolError):
         parser.next_command()
+
+
+def test_a_non_ascii_byte_in_a_protocol_error_goes_out_as_that_byte() -> None:
+    """redis-server 7 echoes the offending byte raw (b"got '\\xff'"), not as its UTF-8 encoding."""
+    parser = RequestParser()
+    parser.feed(b"*1\r\n\xff\r\n")
+    with pytest.raises(ProtocolError) as raised:
+        parser.next_command()
+    assert encode(raised.value, 2) == b"-ERR Protocol error: expected '$', got '\xff'\r\n"
