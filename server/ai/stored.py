@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from backends import errors as msgs
 from backends.base import LoadedModel
@@ -21,11 +21,17 @@ MetaT = TypeVar("MetaT")
 HandleT = TypeVar("HandleT")
 
 
+LOAD_TRIES: Final = 3
+"""How many times in all a command reads an object's metadata and payload when each time the object was stored
+again between the two reads (``ChangedWhileLoading``): a model re-stored every few milliseconds by a training
+job makes a second miss rare and a third much rarer; past that the client gets the error, never a stale run."""
+
+
 class ChangedWhileLoading(AIError):
     """The object was stored again between the read of its metadata and of its payload (blob, source): the
     payload belongs to another version, and a handle built from it must not be filed under the metadata's
-    digest. The command reads the metadata again and retries once (``model.py``, ``script.py``, ``dag.py``);
-    a second change in that window reaches the client as this error."""
+    digest. The command reads both again, ``LOAD_TRIES`` times in all (``model.py``, ``script.py``, ``dag.py``,
+    ``graph_run.py``); a change in that window every time reaches the client as this error."""
 
 
 def require_model(meta: ModelMeta | None) -> ModelMeta:

@@ -24,7 +24,7 @@ from dag.runinfo import RunInfo, Step, Work
 from server.ai.execution import execute_run
 from server.ai.state import AIState
 from server.ai.steps import BatchObserver, batch_spec, deadline_after, script_work, step_samples
-from server.ai.stored import ChangedWhileLoading, compiled_script, loaded_model
+from server.ai.stored import LOAD_TRIES, ChangedWhileLoading, compiled_script, loaded_model
 from server.ai.tensor_io import check_output_types, output_type_checks
 from server.commands.dag_ops import objects_named, parse_ops
 from server.protocol.reply import OK, Status
@@ -79,14 +79,17 @@ class DagOutcome:
 async def run_dag(client: Client, argv: list[bytes], kind: DagKind) -> Any:
     header = parse_header(argv, kind)
     keyspace = client.keyspace()
-    ops, loaded, persist_checks = await parse_with_store(client.ctx, keyspace, header, kind)
-    try:
-        done = await execute_parsed(client.ctx, keyspace, (header.load, loaded), ops, header.persist,
-                                    header.timeout_ms)
-    except ChangedWhileLoading:  # a model or script stored again while it was being loaded (before anything
-        ops, loaded, persist_checks = await parse_with_store(client.ctx, keyspace, header, kind)  # ran): again
-        done = await execute_parsed(client.ctx, keyspace, (header.load, loaded), ops, header.persist,
-                                    header.timeout_ms)
+    loads = 1
+    while True:
+        ops, loaded, persist_checks = await parse_with_store(client.ctx, keyspace, header, kind)
+        try:
+            done = await execute_parsed(client.ctx, keyspace, (header.load, loaded), ops, header.persist,
+                                        header.timeout_ms)
+            break
+        except ChangedWhileLoading:  # a model or script stored again while it was being loaded (before anything
+            if loads == LOAD_TRIES:  # ran): again, as the store holds them now
+                raise
+            loads += 1
     run, counters = done.run, done.counters
     if run.timed_out:
         await keyspace.run_scripts(counters)

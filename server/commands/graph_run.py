@@ -33,7 +33,7 @@ from dag.runinfo import RunInfo, size_class
 from server.ai.execution import execute_counted
 from server.ai.graphs import BoundGraph, StoredGraph
 from server.ai.steps import deadline_after, step_samples
-from server.ai.stored import ChangedWhileLoading
+from server.ai.stored import LOAD_TRIES, ChangedWhileLoading
 from server.ai.tensor_io import decode_input
 from server.commands.dag import build_steps, execute_parsed, op_works, parse_with_store
 from server.commands.dag_ops import ObjectLookup, parse_ops
@@ -58,16 +58,17 @@ class GraphOutcome:
 
 
 async def execute_graph(ctx: ServerContext, keyspace: Keyspace, graph: StoredGraph, req: GraphExecuteRequest,
-                        again: bool = False, fresh: bool = False) -> Any:
+                        again: bool = False, fresh: bool = False, loads: int = 1) -> Any:
     """Run and answer. ``again``: the graph or one of its objects changed under a compiled run that used cached
     metadata (STALEMODEL from the write): run once more with what the store holds; the first was counted.
     ``fresh``: an error before the run (found on cached metadata in compiled mode, or an object stored again
-    while it was being loaded) is answered only once the store's own values give it too."""
+    while it was being loaded) is answered only once the store's own values give it too. ``loads``: the reads
+    so far that found an object stored again while it was being loaded (``LOAD_TRIES`` in all)."""
     for what, expected, given in (("inputs", graph.inputs, req.inputs), ("outputs", graph.outputs, req.outputs)):
         if len(expected) != len(given):
             raise AIError(msgs.GRAPH_BIND_COUNT_FMT.format(expected=len(expected), what=what, given=len(given)))
     started = time.perf_counter()
-    counted_run = 0 if fresh else 1  # (a pre-run error's fresh retry is not another run)
+    counted_run = 0 if fresh or loads > 1 else 1  # (a retry after a pre-run error is not another run)
     try:
         if req.mode == INTERPRETED:
             ctx.ai.graphs.interpreted_runs += counted_run
@@ -77,10 +78,11 @@ async def execute_graph(ctx: ServerContext, keyspace: Keyspace, graph: StoredGra
             outcome = await _compiled(ctx, keyspace, graph, req, fresh=again or fresh)
     except AIError as exc:
         cached_metadata = req.mode != INTERPRETED and keyspace.caching and not unavailable(exc)
-        if again or fresh or not (isinstance(exc, ChangedWhileLoading) or cached_metadata):
+        reload = isinstance(exc, ChangedWhileLoading) and loads < LOAD_TRIES
+        if not reload and (again or fresh or not cached_metadata):
             raise
         return await execute_graph(ctx, keyspace, await load_graph(ctx.ai.graphs, keyspace, req.key, fresh=True),
-                                   req, fresh=True)
+                                   req, again=again, fresh=not again, loads=loads + 1 if reload else loads)
     try:
         return await _answer(ctx, keyspace, req, outcome, int((time.perf_counter() - started) * 1_000_000),
                              counted=not again)

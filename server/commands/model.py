@@ -21,7 +21,7 @@ from dag.execute import ModelWork
 from server.ai.single_op import SingleOp, execute_single_op
 from server.ai.state import RunStats
 from server.ai.steps import batch_spec
-from server.ai.stored import ChangedWhileLoading, loaded_model, read_model_meta
+from server.ai.stored import LOAD_TRIES, ChangedWhileLoading, loaded_model, read_model_meta
 from server.ai.tensor_io import DecodedInputs, check_output_types, decode_inputs, output_type_checks
 from server.commands.model_args import (
     ModelExecuteRequest,
@@ -159,16 +159,23 @@ async def cmd_modelrun(client: Client, argv: list[bytes]) -> Any:
 
 
 async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again: bool = False,
-                   fresh: bool = False) -> Any:
+                   fresh: bool = False, loads: int = 1) -> Any:
     """Read, run, write. ``again``: the model or an input changed under a run that took it from the coherent
     cache (STALEMODEL / STALEINPUT from the write): run once more with what the store holds; the first run was
     already counted in AI.INFO. ``fresh``: an error found before the run, when the metadata came from the
     cache (a model stored again through another server, whose invalidation is still on its way, or a SWAPDB,
     which sends none) or the model was stored again while it was being loaded, is answered only once a read
-    of the store itself finds it too: so it is never one of an older version. A batching model never takes
-    its inputs from the cache: reading them is a round trip in which concurrent requests gather (50 clients,
-    BATCHSIZE 32: a mean batch of 23.7 with it, 3.4 without). One coroutine, the checks inline (each level
-    costs every request its creation and a step per resumption)."""
+    of the store itself finds it too: so it is never one of an older version. ``loads``: the reads so far that
+    the model was stored again between its metadata and its blob (``LOAD_TRIES`` in all).
+
+    Only a run whose model or inputs came from the cache has its write check them (STALEMODEL / STALEINPUT):
+    a run on what it read from the store itself ran the model as stored when its command was read, as in
+    RedisAI, whose run keeps the model it started with when another is stored meanwhile. So a run done again
+    is written whatever is stored during it (it answered the raw STALEMODEL error when the model was stored
+    again twice). A batching model never takes its inputs from the cache: reading them is a round trip in
+    which concurrent requests gather (50 clients, BATCHSIZE 32: a mean batch of 23.7 with it, 3.4 without).
+    One coroutine, the checks inline (each level costs every request its creation and a step per
+    resumption)."""
     ai, keyspace = client.ctx.ai, client.keyspace()
     loading = False
     try:
@@ -191,13 +198,16 @@ async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again
         loading = True
         model = await loaded_model(ai.models, meta, keyspace, req.key)
     except AIError as exc:
+        if isinstance(exc, ChangedWhileLoading) and loads < LOAD_TRIES:
+            return await _execute(client, argv, parse, again=again, fresh=not again, loads=loads + 1)
         if again or fresh or not _worth_a_fresh_look(exc, keyspace.caching, loading):
             raise
         return await _execute(client, argv, parse, fresh=True)
+    cached = keyspace.caching and not (again or fresh)
     op = SingleOp(req.key, meta.device.queue_name, ModelWork(model, len(meta.outputs)), inputs, req.outputs,
                   req.timeout_ms, batch=batch_spec(meta, req.key, client.ctx.metrics), samples=True,
-                  record=not again, digest=meta.digest, cached_inputs=taken,
-                  again=None if again else (lambda: _execute(client, argv, parse, again=True)))
+                  record=not again, digest=meta.digest if cached else None, cached_inputs=taken,
+                  again=(lambda: _execute(client, argv, parse, again=True)) if cached else None)
     return await execute_single_op(ai, keyspace, op)
 
 

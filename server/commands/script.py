@@ -30,7 +30,7 @@ from backends.tensor import Tensor
 from server.ai.single_op import SingleOp, execute_single_op
 from server.ai.state import RunStats
 from server.ai.steps import script_work
-from server.ai.stored import ChangedWhileLoading, compiled_script
+from server.ai.stored import LOAD_TRIES, ChangedWhileLoading, compiled_script
 from server.ai.tensor_io import check_output_types, decode_input, output_type_checks
 from server.commands.script_args import (
     ScriptExecuteRequest,
@@ -188,12 +188,16 @@ async def _execute(client: Client, argv: list[bytes], parse: ParseExecute) -> An
     """Read, run, write; RedisAI counts no samples for scripts (AI.INFO shows -1). The script's redis calls
     reach database 0, whatever database the client selected."""
     ai, keyspace = client.ctx.ai, client.keyspace()
-    meta, req, inputs = await _prefetch(keyspace, argv, parse)
-    try:
-        compiled = await compiled_script(ai.scripts, meta, keyspace, req.key)
-    except ChangedWhileLoading:  # stored again between its metadata and its source: once more, as it is now
+    loads = 1
+    while True:
         meta, req, inputs = await _prefetch(keyspace, argv, parse)
-        compiled = await compiled_script(ai.scripts, meta, keyspace, req.key)
+        try:
+            compiled = await compiled_script(ai.scripts, meta, keyspace, req.key)
+            break
+        except ChangedWhileLoading:  # stored again between its metadata and its source: again, as it is now
+            if loads == LOAD_TRIES:
+                raise
+            loads += 1
     work = script_work(meta, compiled, req, client.ctx.keyspace(0), ai.models)
     op = SingleOp(req.key, meta.device.queue_name, work, inputs, req.outputs, req.timeout_ms)
     return await execute_single_op(ai, keyspace, op)

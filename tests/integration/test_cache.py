@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any
 
 import pytest
 import redis
@@ -214,6 +216,49 @@ def test_an_error_computed_from_a_stale_cached_model_is_never_answered(
     assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c") == b"OK"
     assert _values(ours, "c") == [2.0, 4.0]
     assert _calls(ours, "m") == 1  # the re-store zeroed the counters; the request counts once
+
+
+class _StoresTheOtherVersion:
+    """A loaded model that, each time it runs, has the other version stored over it first (through another
+    server): every run then overlaps a re-store, deterministically."""
+
+    def __init__(self, model: Any, store_other: Callable[[], None]) -> None:
+        self.model = model
+        self.store_other = store_other
+        self.input_names = model.input_names
+        self.output_names = model.output_names
+
+    def run(self, inputs: list[Any]) -> list[Any]:
+        self.store_other()
+        return list(self.model.run(inputs))
+
+
+@pytest.mark.parametrize("cache_mb", [64, 0], ids=["cache", "no-cache"])
+def test_a_model_stored_again_during_every_run_is_answered_as_redisai_does(
+        cache_mb: int, server: RunningServer, store_url: str) -> None:
+    """RedisAI runs the model it read when the command came, whatever is stored meanwhile. A run whose model
+    came from our cache is written only if the store still holds it (STALEMODEL), and done again on the
+    store's model; that second run, and any run on what it read from the store, is written as it is. Here each
+    run has the other version stored over it: with the cache, add's cached run is done again with mul, the
+    store's then; without it, the first run is written. Both answered STALEMODEL's raw error before."""
+    store = server.server.ctx.store
+    url = f"unix://{store.process.socket_path}" if isinstance(store, EmbeddedStore) else store_url
+    config = Config(port=0, redis_url=url, shutdown_timeout=2.0, cache_mb=cache_mb)
+    with running_server(config) as ours_server, running_server(Config(port=0, redis_url=url)) as theirs_server:
+        ours, theirs = ours_server.client(), theirs_server.client()
+        blobs = {"add": torch_add(), "mul": torch_mul()}
+        ours.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", ONE_TWO)
+        ours.execute_command("AI.TENSORSET", "b", "FLOAT", 2, "BLOB", THREE_FOUR)
+        for name in ("mul", "add"):  # both versions loaded; "add" stored now, its metadata cached
+            ours.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", blobs[name])
+            ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c")
+        loaded = ours_server.server.ctx.ai.models._built
+        assert len(loaded) == 2
+        for key, model, other in zip(list(loaded), list(loaded.values()), ("add", "mul"), strict=True):
+            loaded[key] = _StoresTheOtherVersion(model, partial(theirs.execute_command, "AI.MODELSTORE", "m",
+                                                                "TORCH", "CPU", "BLOB", blobs[other]))
+        assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c") == b"OK"
+        assert _values(ours, "c") == ([3.0, 8.0] if cache_mb else [4.0, 6.0])
 
 
 def test_a_model_stored_again_while_it_was_being_loaded_is_never_kept_as_the_old_version(
