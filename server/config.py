@@ -212,6 +212,7 @@ class Config:
     reuse_port: bool = False  # set for --workers' processes, never from the command line
     worker_index: int = 0  # --workers: this process's number and how many there are (client ids: index + k·count)
     worker_count: int = 1
+    worker_starts: int = 0  # --workers: this worker number's earlier starts (a restart's ids start above theirs)
     config_file: str = ""  # the file the settings were read from (the banner shows it), never an option
 
     @property

@@ -14,7 +14,8 @@ made at run time, and its Prometheus metrics (worker i serves them on ``--metric
 This process (the supervisor) starts the embedded store when there is no ``--redis-url`` (one store for all
 workers), forks the workers before it ever starts a thread or an event loop, and then only waits: a worker
 that dies is started again, and so is the store. SIGTERM or SIGINT stops the workers gracefully, then the
-store. Workers and store get SIGTERM from the kernel if the supervisor itself dies (``PR_SET_PDEATHSIG``).
+store; a second one while they drain makes them stop at once. Workers and store get SIGTERM from the kernel
+if the supervisor itself dies (``PR_SET_PDEATHSIG``).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class Supervisor:
         self._store: StoreProcess | None = None
         self._workers: dict[int, tuple[int, float]] = {}  # pid -> (index, started at)
         self._quick_exits: dict[int, int] = {}  # worker index -> its exits in a row within STABLE_AFTER_S
+        self._starts: dict[int, int] = {}  # worker index -> how many times it was started before the last one
 
     def run(self) -> int:
         try:
@@ -81,8 +83,8 @@ class Supervisor:
         except _GiveUp:
             code = 1
         finally:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, self._stop_now)
+            signal.signal(signal.SIGINT, self._stop_now)
             self._stop_workers()
             self._stop_store()
         return code
@@ -97,8 +99,15 @@ class Supervisor:
         port = self.config.port or _free_port(self.config.bind_addresses[0] if self.config.bind_addresses else "")
         return self.config.replace(redis_url=url, dir="", store_bin="", workers=1, port=port, reuse_port=True)
 
+    def _stop_now(self, _signum: int, _frame: object) -> None:
+        """A second SIGTERM or SIGINT while the workers drain: a second SIGTERM to each, which makes it skip
+        the rest of its drain, as a single process does on its second signal."""
+        for pid in list(self._workers):
+            _signal(pid, signal.SIGTERM)
+
     def _spawn(self, index: int, config: Config) -> None:
-        config = config.replace(worker_index=index, worker_count=self.config.workers)
+        starts = self._starts[index] = self._starts.get(index, -1) + 1
+        config = config.replace(worker_index=index, worker_count=self.config.workers, worker_starts=starts)
         if self.config.metrics_port:
             config = config.replace(metrics_port=self.config.metrics_port + index)
         pid = os.fork()

@@ -30,6 +30,7 @@ from server.store.session import Store
 __all__ = ["DATABASES", "REDIS_COMPAT_VERSION", "VERSION", "Client", "ServerContext"]
 REDIS_COMPAT_VERSION: Final = "7.2.0"
 DATABASES: Final = 16
+CLIENT_ID_START_BITS: Final = 40  # a restarted --workers worker's ids start at (its earlier starts) << 40
 
 
 @dataclass(slots=True)
@@ -77,9 +78,13 @@ class ServerContext:
         return known
 
     def next_client_id(self) -> int:
-        """Redis's CLIENT ID: unique on the server. The processes of ``--workers N`` share the port, so
-        worker i hands out i+1, i+1+N, i+1+2N, … (CLIENT KILL ID, CLIENT UNBLOCK name one client)."""
-        return (next(self._client_ids) - 1) * self.config.worker_count + self.config.worker_index + 1
+        """Redis's CLIENT ID: unique on the server, and never given twice. The processes of ``--workers N``
+        share the port, so worker i hands out i+1, i+1+N, i+1+2N, … (CLIENT KILL ID, CLIENT UNBLOCK name one
+        client); a worker started again after it died starts 2**40 above each earlier start of its number, so
+        a client of the dead one is never named by a new one's id."""
+        config = self.config
+        position = (next(self._client_ids) - 1) * config.worker_count + config.worker_index + 1
+        return (config.worker_starts << CLIENT_ID_START_BITS) + position
 
     def keyspace(self, db: int) -> Keyspace:
         if db not in self._keyspaces:

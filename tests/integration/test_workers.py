@@ -112,3 +112,63 @@ def test_workers_that_cannot_start_make_the_supervisor_give_up() -> None:
                               "--workers", "2"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 1, out.stderr[-2000:]
     assert "times in a row" in out.stderr and "giving up" in out.stderr
+
+
+def test_a_restarted_worker_never_hands_out_an_earlier_client_id(
+        workers: tuple[subprocess.Popen[bytes], int]) -> None:
+    """Redis never gives a CLIENT ID twice; a worker started again after it died began again at i+1, naming
+    clients its dead predecessor had served (a CLIENT KILL ID kept from then would hit a new client)."""
+    proc, port = workers
+    conn = redis.Redis(port=port)
+    victim, given = int(conn.info("server")["process_id"]), int(conn.client_id())
+    before = set(child_pids(proc.pid))
+    os.kill(victim, signal.SIGKILL)
+    assert wait_until(lambda: victim not in child_pids(proc.pid) and len(child_pids(proc.pid)) == 3)
+    (replacement,) = set(child_pids(proc.pid)) - before
+    first_ids: list[int] = []
+
+    def reached_the_replacement() -> bool:  # each connection lands on either worker; the first on the new one
+        other = redis.Redis(port=port)
+        if int(other.info("server")["process_id"]) == replacement:
+            first_ids.append(int(other.client_id()))
+        other.close()
+        return bool(first_ids)
+
+    assert wait_until(reached_the_replacement)
+    assert first_ids[0] > given, (first_ids, given)
+
+
+def _refused(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def test_a_second_sigterm_stops_the_draining_workers_at_once() -> None:
+    """As one process does: the first SIGTERM lets in-flight commands finish (a BLPOP with a timeout is waited
+    for, up to --shutdown-timeout); a second one while the workers drain stops them at once. The supervisor
+    ignored it and waited the drain out (here two minutes)."""
+    port = free_port()
+    with server_process("--port", str(port), "--workers", "2", "--shutdown-timeout", "120") as proc:
+        wait_for_port(port)
+        assert wait_until(lambda: len(child_pids(proc.pid)) == 3)
+        blocked = socket.create_connection(("127.0.0.1", port))
+        blocked.sendall(b"*3\r\n$5\r\nBLPOP\r\n$9\r\nnever-set\r\n$3\r\n120\r\n")
+
+        def seen_blocked() -> bool:  # from a connection that lands on the same worker
+            other = redis.Redis(port=port)
+            listed = [client.get("cmd") for client in other.client_list()]
+            other.close()
+            return "blpop" in listed
+
+        assert wait_until(seen_blocked)
+        proc.send_signal(signal.SIGTERM)
+        assert wait_until(lambda: _refused(port))  # both workers stopped listening: they drain
+        assert proc.poll() is None  # the blocked client holds one of them
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+        blocked.settimeout(30)
+        assert blocked.recv(100) == b""  # closed, unanswered
+        blocked.close()
