@@ -49,6 +49,10 @@ class ReplyQueue:
         if self._slots:
             self._slots[-1].suppressed = not visible
 
+    def oldest(self) -> ReplySlot | None:
+        """The slot at the head (answered and not yet written, or unanswered), if any."""
+        return self._slots[0] if self._slots else None
+
     def outstanding(self) -> bool:
         """Some slot is still unanswered (a relayed reply, or a run, still on its way)."""
         return bool(self._slots) and any(not slot.done for slot in self._slots)

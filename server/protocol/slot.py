@@ -38,6 +38,10 @@ class ReplySlot:
                 data = b"-%s\r\n" % msgs.REPLY_MERGE_FAILED_FMT.format(kind=type(exc).__name__).encode()
         return b"" if self.suppressed else data
 
+    def answers_for(self, slot: ReplySlot) -> bool:
+        """Whether this slot's reply is ``slot``'s: itself here; a cluster node's slot that forwards to it too."""
+        return self is slot
+
     @property
     def done(self) -> bool:
         return self.frames_left <= 0

@@ -42,6 +42,9 @@ class ForwardSlot(ReplySlot):
         self.target = target
         self.redirect = redirect
 
+    def answers_for(self, slot: ReplySlot) -> bool:
+        return self is slot or self.target.answers_for(slot)
+
     def add_frame(self, data: bytes) -> None:
         self.frames_left -= 1
         answer = self._followed(data)

@@ -115,11 +115,12 @@ class ClusterSession:
     def subscribed(self) -> bool:
         return any(node.subscribed() for node in self._nodes.values())
 
-    def waits_for_ever(self) -> bool:
-        """A blocking command with no timeout waits on one of its nodes, and on the others nothing but what
-        waits behind a blocking command."""
-        nodes = list(self._nodes.values())
-        return any(node.waits_for_ever() for node in nodes) and all(node.oldest_pending() is None for node in nodes)
+    def blocks_for_ever(self, slot: ReplySlot) -> bool:
+        """Whether ``slot``'s command waits on one of its nodes as a blocking command with no timeout."""
+        for node in list(self._nodes.values()):
+            if node.blocks_for_ever(slot):
+                return True
+        return False
 
     def send(self, argv: list[bytes], slot: ReplySlot) -> None:
         name = argv[0].lower()

@@ -93,10 +93,13 @@ class RedisSession:
     def subscribed(self) -> bool:
         return any(self._subscriptions.values())
 
-    def waits_for_ever(self) -> bool:
-        """Whether its oldest command is a blocking one with no timeout (BLPOP k 0, WAIT n 0 …): graceful
-        shutdown does not wait for it (server/frontend/connection.py ``idle``)."""
-        return bool(self._fifo) and self._blocking.get(id(self._fifo[0]), False)
+    def blocks_for_ever(self, slot: ReplySlot) -> bool:
+        """Whether ``slot``'s command (unanswered) went through here as a blocking one with no timeout (BLPOP k
+        0, WAIT n 0 …), as ``slot`` or as a cluster node's slot forwarding to it: graceful shutdown does not wait
+        for it (server/frontend/connection.py ``idle``)."""
+        if not self._blocking:
+            return False
+        return any(self._blocking.get(id(pending), False) and pending.answers_for(slot) for pending in self._fifo)
 
     def abort(self, detail: str) -> None:
         """The watchdog gave up on this connection's node: the client's state there is gone, as when the

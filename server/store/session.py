@@ -27,9 +27,9 @@ class StoreSession(Protocol):
         """Whether it holds a channel or pattern subscription now (as sent: SUBSCRIBE … and not yet left)."""
         ...
 
-    def waits_for_ever(self) -> bool:
-        """Whether all it waits on is a blocking command with no timeout (BLPOP k 0 …) and what is pipelined
-        behind it: nothing that will end by itself."""
+    def blocks_for_ever(self, slot: ReplySlot) -> bool:
+        """Whether ``slot``'s command (unanswered) was sent through it as a blocking command with no timeout
+        (BLPOP k 0 …): it will not end by itself."""
         ...
 
     def close(self) -> None: ...

@@ -382,6 +382,23 @@ def test_blocking_commands_wait_on_their_keys_node(cluster: LocalCluster, cluste
         assert result == [(key.encode(), b"job")]
 
 
+def test_shutdown_answers_a_timed_block_before_closing_one_blocked_for_ever_on_another_node(
+        cluster: LocalCluster) -> None:
+    """Graceful shutdown waits for a blocking command with a timeout and closes a client blocked for ever at
+    once, judged by the client's oldest reply: a BLPOP with a timeout on one node, pipelined before a BLPOP
+    with none on another, is answered (nil, when it times out) before the client is closed. The other node's
+    block for ever closed it at once, unanswered."""
+    timed, for_ever, _third = keys_on_three_shards(cluster, "shut")
+    with running_server(Config(port=0, redis_url=cluster.seed_url, shutdown_timeout=60.0)) as running:
+        raw = running.raw()
+        raw.send(f"BLPOP {timed} 5\r\nBLPOP {for_ever} 0\r\n".encode())
+        assert wait_until(lambda: _blocked_on(owner(cluster, timed)) and _blocked_on(owner(cluster, for_ever)))
+        running.loop.call_soon_threadsafe(running.server.stop)
+        assert raw.read_until(b"\r\n", timeout=60) == b"*-1\r\n"
+        raw.sock.settimeout(30)
+        assert raw.sock.recv(100) == b""
+
+
 def _blocked_on(node: ClusterNode) -> bool:
     return any(entry.get("cmd") == "blpop" for entry in node.client().client_list())
 

@@ -79,7 +79,7 @@ class FakeSession:
     def subscribed(self) -> bool:
         return False
 
-    def waits_for_ever(self) -> bool:
+    def blocks_for_ever(self, slot: ReplySlot) -> bool:
         return False
 
     def close(self) -> None:
