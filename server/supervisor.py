@@ -14,8 +14,11 @@ made at run time, and its Prometheus metrics (worker i serves them on ``--metric
 This process (the supervisor) starts the embedded store when there is no ``--redis-url`` (one store for all
 workers), forks the workers before it ever starts a thread or an event loop, and then only waits: a worker
 that dies is started again, and so is the store. SIGTERM or SIGINT stops the workers gracefully, then the
-store; a second one while they drain makes them stop at once. Workers and store get SIGTERM from the kernel
-if the supervisor itself dies (``PR_SET_PDEATHSIG``).
+store; a second one while they drain makes them stop at once. Each worker has its own process group, as the
+store has its own session: a terminal's Ctrl-C (SIGINT to the foreground group) reaches the supervisor only,
+which sends the workers one SIGTERM (had they got the SIGINT too, that SIGTERM would be their second, and
+they would skip the drain). Workers and store get SIGTERM from the kernel if the supervisor itself dies
+(``PR_SET_PDEATHSIG``).
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ class Supervisor:
         self._workers: dict[int, tuple[int, float]] = {}  # pid -> (index, started at)
         self._quick_exits: dict[int, int] = {}  # worker index -> its exits in a row within STABLE_AFTER_S
         self._starts: dict[int, int] = {}  # worker index -> how many times it was started before the last one
+        self._stopping = False  # a SIGTERM/SIGINT came
+        self._waiting = False  # blocked in os.wait(): the one place the signal handler raises _Stop
 
     def run(self) -> int:
         try:
@@ -69,12 +74,13 @@ class Supervisor:
             self._stop_store()
             return 1
         for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, _raise_stop)
+            signal.signal(signum, self._on_stop_signal)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         code = 0
         try:
             for index in range(self.config.workers):
                 self._spawn(index, worker_config)
+                self._stop_if_asked()
             log.info("%d workers on port %d (store: %s)", self.config.workers, worker_config.port,
                      redact_url(worker_config.redis_url))
             self._watch(worker_config)
@@ -83,8 +89,7 @@ class Supervisor:
         except _GiveUp:
             code = 1
         finally:
-            signal.signal(signal.SIGTERM, self._stop_now)
-            signal.signal(signal.SIGINT, self._stop_now)
+            self._stopping = True  # a signal from here on is a second one, whatever ended the loop
             self._stop_workers()
             self._stop_store()
         return code
@@ -99,11 +104,22 @@ class Supervisor:
         port = self.config.port or _free_port(self.config.bind_addresses[0] if self.config.bind_addresses else "")
         return self.config.replace(redis_url=url, dir="", store_bin="", workers=1, port=port, reuse_port=True)
 
-    def _stop_now(self, _signum: int, _frame: object) -> None:
-        """A second SIGTERM or SIGINT while the workers drain: a second SIGTERM to each, which makes it skip
-        the rest of its drain, as a single process does on its second signal."""
-        for pid in list(self._workers):
-            _signal(pid, signal.SIGTERM)
+    def _on_stop_signal(self, _signum: int, _frame: object) -> None:
+        """The first SIGTERM or SIGINT ends the watch loop (raised only while it blocks in os.wait, so never
+        between a fork and the record of its pid, nor between a reap and its bookkeeping: elsewhere the loop
+        sees the flag). A later one while the workers drain: a second SIGTERM to each, which makes it skip the
+        rest of its drain, as a single process does on its second signal."""
+        if self._stopping:
+            for pid in list(self._workers):
+                _signal(pid, signal.SIGTERM)
+            return
+        self._stopping = True
+        if self._waiting:
+            raise _Stop
+
+    def _stop_if_asked(self) -> None:
+        if self._stopping:
+            raise _Stop
 
     def _spawn(self, index: int, config: Config) -> None:
         starts = self._starts[index] = self._starts.get(index, -1) + 1
@@ -115,6 +131,7 @@ class Supervisor:
             code = 1
             try:
                 _die_with_parent()
+                os.setpgid(0, 0)  # Ctrl-C's SIGINT goes to the supervisor only (module docstring)
                 for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                     signal.signal(signum, signal.SIG_DFL)
                 code = self._serve(config)
@@ -124,7 +141,12 @@ class Supervisor:
 
     def _watch(self, config: Config) -> None:
         while True:
-            pid, status = os.wait()
+            self._waiting = True
+            try:
+                self._stop_if_asked()
+                pid, status = os.wait()
+            finally:
+                self._waiting = False
             if self._store is not None and pid == self._store.pid:
                 log.warning("the store exited (status %d); starting it again", status)
                 self._restart_store()
@@ -146,6 +168,7 @@ class Supervisor:
     def _restart_store(self) -> None:
         assert self._store is not None
         while True:
+            self._stop_if_asked()
             try:
                 asyncio.run(self._store.start())
                 return
@@ -159,13 +182,12 @@ class Supervisor:
         deadline = time.monotonic() + self.config.shutdown_timeout + STOP_GRACE_S
         while self._workers and time.monotonic() < deadline:
             for pid in list(self._workers):
-                done, _status = os.waitpid(pid, os.WNOHANG)
-                if done:
+                if _reaped(pid, os.WNOHANG):
                     self._workers.pop(pid)
             time.sleep(0.02)
         for pid in self._workers:
             _signal(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+            _reaped(pid, 0)
         self._workers.clear()
 
     def _stop_store(self) -> None:
@@ -173,8 +195,13 @@ class Supervisor:
             self._store.stop()
 
 
-def _raise_stop(_signum: int, _frame: object) -> None:
-    raise _Stop
+def _reaped(pid: int, options: int) -> bool:
+    """``os.waitpid``: whether ``pid`` has exited; a child already reaped (by os.wait, when _Stop came just
+    after it returned) counts as exited."""
+    try:
+        return os.waitpid(pid, options)[0] != 0
+    except ChildProcessError:
+        return True
 
 
 def _signal(pid: int, signum: int) -> None:

@@ -52,10 +52,12 @@ def wait_for_port(port: int, timeout: float = 10.0) -> None:
 
 
 @contextmanager
-def server_process(*args: str, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    """``python -m server ARGS`` as a real process (killed by its pid if it is still running at the end)."""
+def server_process(*args: str, env: dict[str, str] | None = None,
+                   new_session: bool = False) -> Iterator[subprocess.Popen[bytes]]:
+    """``python -m server ARGS`` as a real process (killed by its pid if it is still running at the end);
+    ``new_session``: in a session and process group of its own, as a terminal's job is (os.killpg)."""
     proc = subprocess.Popen([sys.executable, "-m", "server", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env={**os.environ, **(env or {})})
+                            env={**os.environ, **(env or {})}, start_new_session=new_session)
     try:
         yield proc
     finally:

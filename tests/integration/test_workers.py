@@ -146,6 +146,14 @@ def _refused(port: int) -> bool:
     return False
 
 
+def _seen_blocked(port: int) -> bool:
+    """A BLPOP is listed by a connection that landed on the same worker (any worker: try until one does)."""
+    other = redis.Redis(port=port)
+    listed = [client.get("cmd") for client in other.client_list()]
+    other.close()
+    return "blpop" in listed
+
+
 def test_a_second_sigterm_stops_the_draining_workers_at_once() -> None:
     """As one process does: the first SIGTERM lets in-flight commands finish (a BLPOP with a timeout is waited
     for, up to --shutdown-timeout); a second one while the workers drain stops them at once. The supervisor
@@ -157,13 +165,7 @@ def test_a_second_sigterm_stops_the_draining_workers_at_once() -> None:
         blocked = socket.create_connection(("127.0.0.1", port))
         blocked.sendall(b"*3\r\n$5\r\nBLPOP\r\n$9\r\nnever-set\r\n$3\r\n120\r\n")
 
-        def seen_blocked() -> bool:  # from a connection that lands on the same worker
-            other = redis.Redis(port=port)
-            listed = [client.get("cmd") for client in other.client_list()]
-            other.close()
-            return "blpop" in listed
-
-        assert wait_until(seen_blocked)
+        assert wait_until(lambda: _seen_blocked(port))
         proc.send_signal(signal.SIGTERM)
         assert wait_until(lambda: _refused(port))  # both workers stopped listening: they drain
         assert proc.poll() is None  # the blocked client holds one of them
@@ -171,4 +173,24 @@ def test_a_second_sigterm_stops_the_draining_workers_at_once() -> None:
         assert proc.wait(60) == 0
         blocked.settimeout(30)
         assert blocked.recv(100) == b""  # closed, unanswered
+        blocked.close()
+
+
+def test_ctrl_c_to_the_process_group_drains_the_workers_as_one_process_does() -> None:
+    """A terminal's Ctrl-C sends SIGINT to its whole foreground process group. The workers shared the
+    supervisor's group, so each got that SIGINT and then the supervisor's SIGTERM: a second signal, which
+    skips the drain, and a BLPOP with a timeout was closed unanswered at once. Now the workers have groups of
+    their own: the BLPOP is answered (nil, at its timeout), then everything exits."""
+    port = free_port()
+    with server_process("--port", str(port), "--workers", "2", "--shutdown-timeout", "60",
+                        new_session=True) as proc:
+        wait_for_port(port)
+        assert wait_until(lambda: len(child_pids(proc.pid)) == 3)
+        blocked = socket.create_connection(("127.0.0.1", port))
+        blocked.sendall(b"*3\r\n$5\r\nBLPOP\r\n$9\r\nnever-set\r\n$1\r\n3\r\n")
+        assert wait_until(lambda: _seen_blocked(port))
+        os.killpg(proc.pid, signal.SIGINT)
+        blocked.settimeout(60)
+        assert blocked.recv(100) == b"*-1\r\n"
+        assert proc.wait(60) == 0
         blocked.close()
