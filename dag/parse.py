@@ -59,26 +59,35 @@ def check_arity(argv: list[bytes], kind: DagKind) -> None:
         raise AIError(msgs.DAG_MISSING_ARGS_FMT.format(cmd=kind.name))
 
 
-def _counted(argv: list[bytes], pos: int, missing: str, bad_count: str, mismatch: str) -> list[bytes]:
-    """``KEYWORD n item...`` starting at ``pos``: the n items (``|>`` gets no special treatment, as in RedisAI)."""
+def _counted(argv: list[bytes], pos: int, missing: str, bad_count: str) -> tuple[list[bytes], int]:
+    """``KEYWORD n item...`` starting at ``pos``: the items there are, up to n (``|>`` gets no special
+    treatment, as in RedisAI), and n. Fewer than n is the caller's mismatch error, after what RedisAI checks
+    item by item (a LOAD key's read, a PERSIST name repeated)."""
     if len(argv) - pos < 3:
         raise AIError(missing)
     count = parse_strict_int(argv[pos + 1])
     if count is None or count <= 0:
         raise AIError(bad_count)
-    items = argv[pos + 2 : pos + 2 + count]
-    if len(items) < count:
-        raise AIError(mismatch)
-    return items
+    return argv[pos + 2 : pos + 2 + count], count
+
+
+def _load(header: DagHeader, argv: list[bytes], pos: int) -> int:
+    """LOAD: the keys there are are kept even when too few follow, so the caller reads them first and a
+    missing one is reported before the count mismatch, as RedisAI loads each key before it counts."""
+    header.load, count = _counted(argv, pos, msgs.DAG_LOAD_MISSING_ARGS_MSG, msgs.DAG_LOAD_COUNT_MSG)
+    if len(header.load) < count:
+        raise AIError(msgs.DAG_LOAD_MISMATCH_MSG)
+    return pos + 2 + count
 
 
 def _persist(argv: list[bytes], pos: int, kind: DagKind) -> list[bytes]:
     if kind.read_only:
         raise AIError(msgs.DAG_PERSIST_RO_MSG)
-    names = _counted(argv, pos, msgs.DAG_PERSIST_MISSING_ARGS_MSG, msgs.DAG_PERSIST_COUNT_MSG,
-                     msgs.DAG_PERSIST_MISMATCH_MSG)
-    if len(set(names)) != len(names):
+    names, count = _counted(argv, pos, msgs.DAG_PERSIST_MISSING_ARGS_MSG, msgs.DAG_PERSIST_COUNT_MSG)
+    if len(set(names)) != len(names):  # RedisAI checks each name as it goes: before the count
         raise AIError(msgs.DAG_PERSIST_UNIQUE_MSG)
+    if len(names) < count:
+        raise AIError(msgs.DAG_PERSIST_MISMATCH_MSG)
     return names
 
 
@@ -116,16 +125,15 @@ def _header_clause(header: DagHeader, argv: list[bytes], pos: int, kind: DagKind
         raise AIError(msgs.DAG_UNEXPECTED_ARG_FMT.format(arg=argv[pos].decode(errors="replace")))
     header._seen.add(word)
     if word == b"LOAD":
-        header.load = _counted(argv, pos, msgs.DAG_LOAD_MISSING_ARGS_MSG, msgs.DAG_LOAD_COUNT_MSG,
-                               msgs.DAG_LOAD_MISMATCH_MSG)
-        return pos + 2 + len(header.load)
+        return _load(header, argv, pos)
     if word == b"PERSIST":
         header.persist = _persist(argv, pos, kind)
         return pos + 2 + len(header.persist)
     if word == b"KEYS":
-        header.keys = _counted(argv, pos, msgs.DAG_KEYS_MISSING_ARGS_MSG, msgs.DAG_KEYS_COUNT_MSG,
-                               msgs.DAG_KEYS_MISMATCH_MSG)
-        return pos + 2 + len(header.keys)
+        header.keys, count = _counted(argv, pos, msgs.DAG_KEYS_MISSING_ARGS_MSG, msgs.DAG_KEYS_COUNT_MSG)
+        if len(header.keys) < count:
+            raise AIError(msgs.DAG_KEYS_MISMATCH_MSG)
+        return pos + 2 + count
     if word == b"ROUTING":
         if pos + 1 >= len(argv):
             raise AIError(msgs.DAG_ROUTING_MISSING_MSG)
@@ -152,7 +160,8 @@ def parse_header(argv: list[bytes], kind: DagKind) -> DagHeader:
                 pos = _header_clause(header, argv, pos, kind)
             else:
                 raise AIError(msgs.DAG_UNEXPECTED_ARG_FMT.format(arg=argv[pos].decode(errors="replace")))
-        if not kind.deprecated and not (header.load or header.persist or header.routing or header.keys):
+        if not kind.deprecated and not (header.load or header.persist or header.routing is not None
+                                       or header.keys):
             raise AIError(msgs.DAG_NEEDS_KEYWORD_MSG)
         if not header.ops:
             raise AIError(msgs.DAG_EMPTY_MSG)

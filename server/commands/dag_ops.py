@@ -72,12 +72,7 @@ def _model_op(argv: list[bytes], models: ObjectLookup, decode: MetaDecoder) -> M
     (check_modelexecute_arity if modern else check_modelrun_arity)(argv)
     meta = _model_meta(argv[1], models, decode)
     parse = parse_modelexecute if modern else parse_modelrun
-    try:
-        req = parse(argv, len(meta.inputs), len(meta.outputs))
-    except AIError as exc:
-        if exc.message in (msgs.INVALID_TIMEOUT_MSG, msgs.NO_TIMEOUT_VALUE_MSG):  # a TIMEOUT clause was there
-            raise AIError(msgs.DAG_TIMEOUT_IN_OP_MSG) from None
-        raise
+    req = parse(argv, len(meta.inputs), len(meta.outputs))  # a bad TIMEOUT value is its own error, as in RedisAI
     if req.timeout_ms is not None:
         raise AIError(msgs.DAG_TIMEOUT_IN_OP_MSG)
     return ModelOp(argv[1], meta, req.inputs, req.outputs)

@@ -108,6 +108,27 @@ def test_parse_errors_write_nothing_and_have_exact_text(server: RunningServer) -
     assert conn.exists("a") == 0
 
 
+def test_header_and_op_errors_come_in_redisai_order(server: RunningServer) -> None:
+    """As RedisAI 1.2.7 parses: an op's TIMEOUT value is checked before the DAG refuses the clause; a LOAD
+    key is read before the keys are counted, a PERSIST name repeated is found before they are; an empty
+    ROUTING value is a ROUTING clause. Each answered another error (or refused the DAG) before."""
+    _store(server.client(), "add", models.torch_add())
+    raw = server.raw()
+    op = b"|> AI.TENSORSET a FLOAT 1 VALUES 1 |> AI.MODELEXECUTE add INPUTS 2 a a OUTPUTS 1 b"
+    cases = [
+        (b"AI.DAGEXECUTE ROUTING r " + op + b" TIMEOUT 0\r\n", b"-ERR Invalid value for TIMEOUT\r\n"),
+        (b"AI.DAGEXECUTE ROUTING r " + op + b" TIMEOUT\r\n", b"-ERR No value provided for TIMEOUT\r\n"),
+        (b"AI.DAGEXECUTE ROUTING r " + op + b" TIMEOUT 5\r\n", b"-ERR TIMEOUT not allowed within a DAG command\r\n"),
+        (b"AI.DAGRUN |> AI.TENSORSET a FLOAT 1 VALUES 1 |> AI.MODELRUN add TIMEOUT 0 INPUTS a a OUTPUTS b\r\n",
+         b"-ERR Invalid value for TIMEOUT\r\n"),
+        (b"AI.DAGEXECUTE ROUTING r LOAD 3 nokey a\r\n", b"-ERR tensor key is empty or in a different shard\r\n"),
+        (b"AI.DAGEXECUTE ROUTING r PERSIST 3 a a\r\n", b"-ERR PERSIST keys must be unique\r\n"),
+        (b'AI.DAGEXECUTE ROUTING "" |> AI.TENSORSET x FLOAT 1 VALUES 1\r\n', b"*1\r\n+OK\r\n"),
+    ]
+    for request, expected in cases:
+        assert raw.call(request, expected) == expected
+
+
 def test_persist_onto_a_non_tensor_is_an_extra_element(client: redis.Redis) -> None:
     client.set("plain", "value")
     reply = dag(client, "PERSIST", 1, "plain", "|>", "AI.TENSORSET", "plain", "FLOAT", 1, "VALUES", 1)

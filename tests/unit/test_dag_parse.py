@@ -78,6 +78,26 @@ def test_load_seen_before_a_later_header_error() -> None:
     assert header.load == [] and header.error is not None
 
 
+def test_load_keeps_the_keys_there_are_when_too_few_follow() -> None:
+    """RedisAI loads each LOAD key before it counts them: a missing one is reported before the mismatch, so
+    the caller gets the keys there are (it read none and answered the mismatch)."""
+    header = parse_header(_argv("AI.DAGEXECUTE ROUTING r LOAD 3 nokey a"), DAGEXECUTE)
+    assert header.load == [b"nokey", b"a"]
+    assert header.error is not None and header.error.message == (
+        "ERR number of keys to LOAD into DAG does not match the number of given arguments")
+
+
+def test_a_repeated_persist_name_is_reported_before_too_few_names() -> None:
+    header = parse_header(_argv("AI.DAGEXECUTE ROUTING r PERSIST 3 a a"), DAGEXECUTE)
+    assert header.error is not None and header.error.message == "ERR PERSIST keys must be unique"
+
+
+def test_an_empty_routing_value_counts_as_routing() -> None:
+    header = parse_header([b"AI.DAGEXECUTE", b"ROUTING", b"", b"|>", b"AI.TENSORSET", b"x", b"FLOAT", b"1"],
+                          DAGEXECUTE)
+    assert header.error is None and header.routing == b""
+
+
 def test_timeout_zero_means_none() -> None:
     header = parse_header(_argv("AI.DAGEXECUTE ROUTING r TIMEOUT 0 |> AI.TENSORGET a"), DAGEXECUTE)
     assert header.error is None and header.timeout_ms is None
