@@ -129,6 +129,7 @@ HELLO_OPTION_SYNTAX_FMT = "ERR Syntax error in HELLO option '{option}'"
 UNRECOGNIZED_OPTION_FMT = "ERR Unrecognized option '{option}'"  # CLIENT SETINFO
 CLIENT_SETINFO_CHARS_FMT = "ERR {attr} cannot contain spaces, newlines or special characters."  # attr: lib-name
 UNKNOWN_CLIENT_TYPE_FMT = "ERR Unknown client type '{kind}'"
+NO_SUCH_USER_FMT = "ERR No such user '{user}'"
 CLIENT_ID_POSITIVE_MSG = "ERR client-id should be greater than 0"
 # Ours: a MULTI/EXEC of our own (tensor and model writes) that the store did not run, with no queued error to tell.
 TRANSACTION_ABORTED_MSG = "ERR transaction aborted"

@@ -47,11 +47,11 @@ def cmd_auth(client: Client, argv: list[bytes]) -> Any:
     if len(argv) > 3:
         raise AIError(msgs.SYNTAX_MSG)
     password = client.ctx.config.requirepass
-    if not password:
+    if not password and len(argv) == 2:
         raise AIError(msgs.AUTH_NOT_CONFIGURED_MSG)
     user = argv[1] if len(argv) == 3 else b"default"
-    if user != b"default" or argv[-1].decode(errors="replace") != password:
-        raise AIError(msgs.WRONGPASS_MSG)
+    if user != b"default" or (password and argv[-1].decode(errors="replace") != password):
+        raise AIError(msgs.WRONGPASS_MSG)  # with no password set, Redis's default user takes any (AUTH default x)
     client.state.authenticated = True
     return OK
 
@@ -209,17 +209,22 @@ def _client_list(client: Client, argv: list[bytes]) -> Any:
             raise AIError(msgs.NOT_INTEGER_MSG)
         clients = [c for c in clients if c.state.id in wanted]
     elif len(argv) == 4 and argv[2].upper() == b"TYPE":
-        kind = argv[3].lower()
-        if kind not in (b"normal", b"pubsub", b"master", b"replica", b"slave"):
-            raise AIError(msgs.UNKNOWN_CLIENT_TYPE_FMT.format(kind=argv[3].decode(errors="replace")))
-        clients = [c for c in clients if (b"pubsub" if c.subscribed() else b"normal") == kind]
+        clients = _of_type(clients, argv[3])
     elif len(argv) != 2:
         raise AIError(msgs.SYNTAX_MSG)
     return "".join(c.describe() + "\n" for c in clients).encode()
 
 
+def _of_type(clients: list[Client], kind: bytes) -> list[Client]:
+    """CLIENT LIST / CLIENT KILL's ``TYPE normal|pubsub|master|replica|slave``: ours are normal or pubsub."""
+    wanted = kind.lower()
+    if wanted not in (b"normal", b"pubsub", b"master", b"replica", b"slave"):
+        raise AIError(msgs.UNKNOWN_CLIENT_TYPE_FMT.format(kind=kind.decode(errors="replace")))
+    return [c for c in clients if (b"pubsub" if c.subscribed() else b"normal") == wanted]
+
+
 def _client_kill(client: Client, argv: list[bytes]) -> Any:
-    """CLIENT KILL addr | CLIENT KILL [ID id] [ADDR addr] [LADDR addr] [SKIPME yes|no] ..."""
+    """CLIENT KILL addr | CLIENT KILL [ID id] [TYPE type] [USER user] [ADDR addr] [LADDR addr] [SKIPME yes|no] ..."""
     if len(argv) == 3:
         victims = [c for c in client.ctx.clients.values() if c.state.addr == argv[2].decode(errors="replace")]
         if not victims:
@@ -249,7 +254,10 @@ def _select_victims(client: Client, filters: list[bytes]) -> list[Client]:
         elif key == b"LADDR":
             candidates = [c for c in candidates if c.state.laddr == text]
         elif key == b"USER":
-            candidates = candidates if text == "default" else []
+            if text != "default":  # the one user there is
+                raise AIError(msgs.NO_SUCH_USER_FMT.format(user=text))
+        elif key == b"TYPE":
+            candidates = _of_type(candidates, value)
         elif key == b"SKIPME":
             if value.lower() not in (b"yes", b"no"):
                 raise AIError(msgs.SYNTAX_MSG)

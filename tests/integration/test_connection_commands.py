@@ -43,8 +43,16 @@ def test_auth_gate() -> None:
 
 
 def test_auth_without_password_configured(server: RunningServer) -> None:
+    """As redis-server 7 with no password: AUTH password is an error, but the default user named takes any
+    password (so redis-py's username="default" connects) and another user is WRONGPASS. Named, it was refused."""
     with pytest.raises(redis.AuthenticationError, match="without any password configured"):
         server.client().execute_command("AUTH", "x")
+    raw = server.raw()
+    wrong = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+    assert raw.call(b"AUTH default x\r\nAUTH bob x\r\n", b"+OK\r\n" + wrong) == b"+OK\r\n" + wrong
+    resp3 = redis.Redis(port=server.port, protocol=3, username="default", password="anything")
+    assert resp3.ping() is True
+    resp3.close()
 
 
 def test_hello_switches_protocol_and_sets_name(server: RunningServer) -> None:
@@ -105,3 +113,18 @@ def test_info_sections(server: RunningServer) -> None:
     assert "total_commands_processed" in conn.info("stats")
     resp3 = server.client(protocol=3)
     assert resp3.info("keyspace")["db0"]["keys"] == 2
+
+
+def test_client_kill_by_type_and_user(server: RunningServer) -> None:
+    """CLIENT KILL TYPE pubsub|normal picks clients as CLIENT LIST TYPE does, and USER names a user that must
+    exist, as in redis-server 7 (TYPE was a syntax error; USER nouser killed nothing, no error)."""
+    killer, subscriber = server.client(), server.raw()
+    assert subscriber.call(b"SUBSCRIBE news\r\n", b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n")
+    assert killer.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes") == 0
+    assert killer.execute_command("CLIENT", "KILL", "TYPE", "pubsub") == 1
+    assert subscriber.closed_by_peer()
+    with pytest.raises(redis.ResponseError, match=r"^Unknown client type 'bogus'$"):
+        killer.execute_command("CLIENT", "KILL", "TYPE", "bogus")
+    with pytest.raises(redis.ResponseError, match=r"^No such user 'nouser'$"):
+        killer.execute_command("CLIENT", "KILL", "USER", "nouser")
+    assert killer.execute_command("CLIENT", "KILL", "USER", "default") == 0  # itself skipped; nobody else
