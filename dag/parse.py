@@ -71,12 +71,16 @@ def _counted(argv: list[bytes], pos: int, missing: str, bad_count: str) -> tuple
     return argv[pos + 2 : pos + 2 + count], count
 
 
+def _require_all(items: list[bytes], count: int, mismatch: str) -> None:
+    if len(items) < count:
+        raise AIError(mismatch)
+
+
 def _load(header: DagHeader, argv: list[bytes], pos: int) -> int:
     """LOAD: the keys there are are kept even when too few follow, so the caller reads them first and a
     missing one is reported before the count mismatch, as RedisAI loads each key before it counts."""
     header.load, count = _counted(argv, pos, msgs.DAG_LOAD_MISSING_ARGS_MSG, msgs.DAG_LOAD_COUNT_MSG)
-    if len(header.load) < count:
-        raise AIError(msgs.DAG_LOAD_MISMATCH_MSG)
+    _require_all(header.load, count, msgs.DAG_LOAD_MISMATCH_MSG)
     return pos + 2 + count
 
 
@@ -86,8 +90,7 @@ def _persist(argv: list[bytes], pos: int, kind: DagKind) -> list[bytes]:
     names, count = _counted(argv, pos, msgs.DAG_PERSIST_MISSING_ARGS_MSG, msgs.DAG_PERSIST_COUNT_MSG)
     if len(set(names)) != len(names):  # RedisAI checks each name as it goes: before the count
         raise AIError(msgs.DAG_PERSIST_UNIQUE_MSG)
-    if len(names) < count:
-        raise AIError(msgs.DAG_PERSIST_MISMATCH_MSG)
+    _require_all(names, count, msgs.DAG_PERSIST_MISMATCH_MSG)
     return names
 
 
@@ -131,8 +134,7 @@ def _header_clause(header: DagHeader, argv: list[bytes], pos: int, kind: DagKind
         return pos + 2 + len(header.persist)
     if word == b"KEYS":
         header.keys, count = _counted(argv, pos, msgs.DAG_KEYS_MISSING_ARGS_MSG, msgs.DAG_KEYS_COUNT_MSG)
-        if len(header.keys) < count:
-            raise AIError(msgs.DAG_KEYS_MISMATCH_MSG)
+        _require_all(header.keys, count, msgs.DAG_KEYS_MISMATCH_MSG)
         return pos + 2 + count
     if word == b"ROUTING":
         if pos + 1 >= len(argv):

@@ -117,10 +117,7 @@ class ClusterSession:
 
     def blocks_for_ever(self, slot: ReplySlot) -> bool:
         """Whether ``slot``'s command waits on one of its nodes as a blocking command with no timeout."""
-        for node in list(self._nodes.values()):
-            if node.blocks_for_ever(slot):
-                return True
-        return False
+        return any(node.blocks_for_ever(slot) for node in self._nodes.values())
 
     def send(self, argv: list[bytes], slot: ReplySlot) -> None:
         name = argv[0].lower()
