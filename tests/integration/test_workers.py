@@ -23,6 +23,7 @@ def workers() -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     with server_process("--port", str(port), "--workers", "2") as proc:
         wait_for_port(port)
         assert wait_until(lambda: len(child_pids(proc.pid)) == 3)  # the store and two workers
+        assert wait_until(lambda: len({_pid_of_a_connection(port) for _ in range(10)}) == 2)  # both listen
         yield proc, port
 
 
