@@ -14,7 +14,7 @@ from backends.objects import GRAPH_MARKER, MARKER_FIELD, MODEL_MARKER, SCRIPT_MA
 from backends.tensor import HEADER_SIZE, looks_like_tensor
 from server.commands.context import DATABASES, REDIS_COMPAT_VERSION, VERSION
 from server.commands.spec import RELAY, RelayThen
-from server.protocol.reply import OK, PONG, Status
+from server.protocol.reply import OK, PONG, Status, Verbatim
 from server.protocol.request import parse_strict_int
 from server.store.keyspace import status_text
 
@@ -114,7 +114,7 @@ def cmd_reset(client: Client, argv: list[bytes]) -> Any:
     state = client.state
     state.db = client.ctx.store.default_db
     state.name = ""
-    state.in_multi = state.used_pubsub = False
+    state.in_multi = state.used_pubsub = state.tracking = False
     state.pending_db = None
     if state.reply_mode == "off":  # RESET answers after CLIENT REPLY OFF, which it clears; right after a SKIP,
         client.show_current_reply(True)  # it is the skipped command (Redis keeps that flag): no reply
@@ -197,7 +197,8 @@ def _client_id(client: Client, argv: list[bytes]) -> Any:
 
 
 def _client_info(client: Client, argv: list[bytes]) -> Any:
-    return (client.describe() + "\n").encode()
+    """CLIENT INFO: this client's CLIENT LIST line (RESP3: a verbatim string, as Redis answers)."""
+    return _listing(client, client.describe() + "\n")
 
 
 def _client_list(client: Client, argv: list[bytes]) -> Any:
@@ -212,7 +213,11 @@ def _client_list(client: Client, argv: list[bytes]) -> Any:
         clients = _of_type(clients, argv[3])
     elif len(argv) != 2:
         raise AIError(msgs.SYNTAX_MSG)
-    return "".join(c.describe() + "\n" for c in clients).encode()
+    return _listing(client, "".join(c.describe() + "\n" for c in clients))
+
+
+def _listing(client: Client, text: str) -> Any:
+    return Verbatim(text.encode()) if client.state.proto == 3 else text.encode()
 
 
 def _of_type(clients: list[Client], kind: bytes) -> list[Client]:
@@ -287,9 +292,20 @@ def _client_refused(client: Client, argv: list[bytes]) -> Any:
 
 
 def _client_tracking(client: Client, argv: list[bytes]) -> Any:
+    """CLIENT TRACKING ON|OFF [options]: relayed (the store tracks the client's session); what the store accepted
+    is noted for CLIENT LIST's flag t. REDIRECT is refused: our client ids are not the store's."""
     if any(arg.upper() == b"REDIRECT" for arg in argv[2:]):
         raise AIError(msgs.CLIENT_TRACKING_REDIRECT_MSG)
-    return RELAY
+    if len(argv) < 3:
+        return RELAY  # the store's arity error
+    turned_on = argv[2].upper() == b"ON"
+
+    def noted(raw: bytes) -> bytes:
+        if raw == b"+OK\r\n":
+            client.state.tracking = turned_on
+        return raw
+
+    return RelayThen(noted)
 
 
 def _client_pause(client: Client, argv: list[bytes]) -> Any:

@@ -90,7 +90,7 @@ COMMAND_TABLE: Mapping[str, CommandSpec] = MappingProxyType({
                 usage="TYPE key", after_relays=True),
         command("CLIENT", generic.cmd_client, arity=-2, flags=("noscript", "loading", "stale"), group=_CONNECTION,
                 summary="Connection management: SETNAME, GETNAME, SETINFO, ID, INFO, LIST, KILL.",
-                usage="CLIENT SETNAME|GETNAME|SETINFO|ID|INFO|LIST|KILL ..."),
+                usage="CLIENT SETNAME|GETNAME|SETINFO|ID|INFO|LIST|KILL ...", after_relays=True),
         command("INFO", introspection.cmd_info, arity=-1, flags=("loading", "stale"), group=_SERVER,
                 summary="Information and statistics about the server and its store.", usage="INFO [section ...]",
                 after_relays=True),

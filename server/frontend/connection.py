@@ -32,7 +32,7 @@ from typing import Any, Final, cast
 
 from backends import errors as msgs
 from backends.errors import AIError, ProtocolError, subscribed_context
-from server.commands.client_state import ClientState, format_peer
+from server.commands.client_state import NO_SUBSCRIPTIONS, ClientState, format_peer
 from server.commands.context import ServerContext
 from server.commands.spec import SUBSCRIBED_CONTEXT_COMMANDS, CommandSpec
 from server.frontend.eager import Cancellable, drive
@@ -218,7 +218,9 @@ class ClientConnection(asyncio.Protocol, SessionSink):
 
     def describe(self) -> str:
         """One CLIENT LIST line."""
-        return self.state.describe(self.parser.buffered(), self.subscribed())
+        session = self.relay.session
+        held = session.subscription_counts() if self.state.used_pubsub and session is not None else NO_SUBSCRIPTIONS
+        return self.state.describe(self.parser.buffered(), held)
 
     def subscribed(self) -> bool:
         """Whether the client holds a channel, pattern or shard channel subscription now (Redis's pub/sub

@@ -42,6 +42,10 @@ class ReplySlot:
         """Whether this slot's reply is ``slot``'s: itself here; a cluster node's slot that forwards to it too."""
         return self is slot
 
+    def show(self) -> None:
+        """Write this reply even under CLIENT REPLY OFF/SKIP (a pub/sub confirmation: Redis pushes those)."""
+        self.suppressed = False
+
     @property
     def done(self) -> bool:
         return self.frames_left <= 0

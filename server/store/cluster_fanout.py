@@ -45,6 +45,9 @@ class ForwardSlot(ReplySlot):
     def answers_for(self, slot: ReplySlot) -> bool:
         return self is slot or self.target.answers_for(slot)
 
+    def show(self) -> None:
+        self.target.show()
+
     def add_frame(self, data: bytes) -> None:
         self.frames_left -= 1
         answer = self._followed(data)

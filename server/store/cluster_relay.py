@@ -115,6 +115,14 @@ class ClusterSession:
     def subscribed(self) -> bool:
         return any(node.subscribed() for node in self._nodes.values())
 
+    def subscription_counts(self) -> tuple[int, int, int]:
+        """Summed over its nodes: channels and patterns live on one, shard channels on their shards' nodes."""
+        channels = patterns = shard_channels = 0
+        for node in self._nodes.values():
+            held = node.subscription_counts()
+            channels, patterns, shard_channels = channels + held[0], patterns + held[1], shard_channels + held[2]
+        return channels, patterns, shard_channels
+
     def blocks_for_ever(self, slot: ReplySlot) -> bool:
         """Whether ``slot``'s command waits on one of its nodes as a blocking command with no timeout."""
         return any(node.blocks_for_ever(slot) for node in self._nodes.values())
@@ -218,10 +226,7 @@ class ClusterSession:
             self._to_node(target, argv, slot, redirects_left - 1)
             return None
 
-        forward = ForwardSlot(slot, redirect)
-        self._node(address).send(argv, forward)
-        if forward.done and not slot.done:  # no reply frame expected (RESP3 subscriptions): done already
-            slot.finish()
+        self._node(address).send(argv, ForwardSlot(slot, redirect))
 
     def _fan_out(self, name: bytes, argv: list[bytes], slot: ReplySlot) -> None:
         primaries = self._cluster.topology.primaries

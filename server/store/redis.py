@@ -66,16 +66,19 @@ class RedisSession:
         self._closed = False
         # ids of the slots in ``_fifo`` whose command may wait (BLPOP k 0 …) → whether with no timeout at all
         self._blocking: dict[int, bool] = {}
+        # ids of the slots in ``_fifo`` of (P|S)(UN)SUBSCRIBE, filled by their confirmations (RESP3 pushes too)
+        self._confirming: set[int] = set()
 
     def send(self, argv: list[bytes], slot: ReplySlot) -> None:
         name = argv[0].lower()  # (once a command: the three helpers below all ask)
         slot.frames_left = self._expected_frames(argv, name)
         blocks = not self._in_multi and may_block(argv, name)  # (queued in MULTI, a blocking one answers at once)
+        if blocks:
+            self._blocking[id(slot)] = blocks_for_ever(argv, name)
+        elif not self._in_multi and name in PUBSUB_COMMANDS:
+            self._confirming.add(id(slot))
         self._track_command(argv, name)
-        if slot.frames_left > 0:
-            self._fifo.append(slot)
-            if blocks:
-                self._blocking[id(slot)] = blocks_for_ever(argv, name)
+        self._fifo.append(slot)
         self._write(pack_command(argv))
 
     def oldest_pending(self) -> object | None:
@@ -92,6 +95,10 @@ class RedisSession:
 
     def subscribed(self) -> bool:
         return any(self._subscriptions.values())
+
+    def subscription_counts(self) -> tuple[int, int, int]:
+        held = self._subscriptions
+        return len(held[b""]), len(held[b"p"]), len(held[b"s"])
 
     def blocks_for_ever(self, slot: ReplySlot) -> bool:
         """Whether ``slot``'s command (unanswered) went through here as a blocking one with no timeout (BLPOP k
@@ -163,15 +170,19 @@ class RedisSession:
             slot = self._fifo.popleft()
             slot.fill(error)
         self._blocking.clear()
+        self._confirming.clear()
 
     def _expected_frames(self, argv: list[bytes], name: bytes) -> int:
-        if (self._in_multi and name not in (b"exec", b"discard")) or name not in PUBSUB_COMMANDS:
+        """One frame, or a pub/sub command's confirmations: one per channel named, or per channel left (one when
+        none). In RESP3 they are pushes, and the command still waits for them: a reply we give ourselves to a
+        command pipelined behind it (CLIENT ID, QUIT …) must not overtake them, as it does not in Redis."""
+        if self._in_multi or name not in PUBSUB_COMMANDS:
             return 1
         if len(argv) > 1:
-            return 0 if self._proto == 3 else len(argv) - 1
+            return len(argv) - 1
         if name in SUBSCRIBE_COMMANDS:
             return 1  # an arity error
-        return 0 if self._proto == 3 else max(1, len(self._subscriptions[name[:-11]]))
+        return max(1, len(self._subscriptions[name[:-11]]))
 
     def _track_command(self, argv: list[bytes], name: bytes) -> None:
         """Follow MULTI, and the channel sets as the commands are sent (not as confirmations come back), so an
@@ -190,36 +201,53 @@ class RedisSession:
                 target.clear()
 
     def _on_frame(self, frame: bytes) -> None:
-        if frame[:1] == b">":
-            self._track_subscription(frame)
-            self._sink.push(frame)
+        first = frame[:1]
+        if first == b">":  # RESP3: a pub/sub command's confirmation, or a push (message, invalidation …)
+            if self._track_subscription(frame) and self._fifo and id(self._fifo[0]) in self._confirming:
+                self._answer(frame, confirmation=True)
+            else:
+                self._sink.push(frame)
             return
-        if self._proto == 2 and frame[:1] == b"*":
+        confirmation = False
+        if self._proto == 2 and first == b"*":
             if self._sub_count and _is_message(frame):
                 self._sink.push(frame)
                 return
-            self._track_subscription(frame)
+            confirmation = self._track_subscription(frame)
         if self._fifo:
-            slot = self._fifo[0]
-            slot.add_frame(frame)
-            if slot.done:
-                self._fifo.popleft()
-                if self._blocking:
-                    self._blocking.pop(id(slot), None)
+            self._answer(frame, confirmation)
         else:
             self._sink.push(frame)  # MONITOR lines and anything else unsolicited
 
-    def _track_subscription(self, frame: bytes) -> None:
+    def _answer(self, frame: bytes, confirmation: bool) -> None:
+        """``frame`` is a reply to the oldest command. A pub/sub confirmation is written even under CLIENT REPLY
+        OFF/SKIP, as Redis does (it pushes them whatever the reply mode)."""
+        slot = self._fifo[0]
+        if confirmation and id(slot) in self._confirming:
+            slot.show()
+        slot.add_frame(frame)
+        if slot.done:
+            self._fifo.popleft()
+            if self._blocking:
+                self._blocking.pop(id(slot), None)
+            if self._confirming:
+                self._confirming.discard(id(slot))
+
+    def _track_subscription(self, frame: bytes) -> bool:
+        """Whether ``frame`` confirms a (P|S)(UN)SUBSCRIBE; then how many subscriptions Redis says this
+        connection has now is noted."""
         if b"subscribe\r\n" not in frame[:24]:
-            return
+            return False
         reader = hiredis.Reader()
         reader.feed(frame)
         value = reader.gets()
         if not isinstance(value, list) or len(value) != 3 or not isinstance(value[2], int):
-            return
+            return False
         kind, _channel, count = value
         if isinstance(kind, bytes) and kind.endswith(b"subscribe"):
-            self._sub_count = count  # how many subscriptions Redis says this connection has now
+            self._sub_count = count
+            return True
+        return False
 
     def close(self) -> None:
         """Close the connection; the commands still waiting on it answer the error (a cluster client loses all

@@ -27,6 +27,10 @@ class StoreSession(Protocol):
         """Whether it holds a channel or pattern subscription now (as sent: SUBSCRIBE … and not yet left)."""
         ...
 
+    def subscription_counts(self) -> tuple[int, int, int]:
+        """How many channels, patterns and shard channels it holds now (CLIENT LIST's sub=, psub=, ssub=)."""
+        ...
+
     def blocks_for_ever(self, slot: ReplySlot) -> bool:
         """Whether ``slot``'s command (unanswered) was sent through it as a blocking command with no timeout
         (BLPOP k 0 …): it will not end by itself."""

@@ -246,6 +246,18 @@ def test_publish_reaches_subscribers_through_any_node(cluster: LocalCluster, clu
     subscriber.close()
 
 
+def test_resp3_confirmations_from_two_nodes_come_before_a_reply_of_ours(cluster_server: RunningServer) -> None:
+    """SUBSCRIBE goes to the first primary, SSUBSCRIBE to its shard channel's node: each waits for its own
+    node's confirmation push, and CLIENT ID (answered by the server itself) comes after both, as in Redis."""
+    raw = cluster_server.raw()
+    raw.switch_to_resp3()
+    raw.send(b"SUBSCRIBE news\r\nSSUBSCRIBE {shard}news\r\nCLIENT ID\r\n")
+    expected = (b">3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n"
+                b">3\r\n$10\r\nssubscribe\r\n$11\r\n{shard}news\r\n:1\r\n:")
+    assert raw.read_exactly(expected).startswith(expected)
+    raw.close()
+
+
 def test_a_moved_slot_is_followed(cluster: LocalCluster, client: redis.Redis) -> None:
     """An empty slot handed to another primary behind the server's back: the stale map gets MOVED, which the
     server follows (for AI and relayed commands), and the key lands on the new owner."""

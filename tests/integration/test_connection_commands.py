@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from server.config import Config
-from tests.support import RunningServer, running_server
+from tests.support import RunningServer, running_server, wait_until
 
 
 def test_ping_echo_quit_raw(server: RunningServer) -> None:
@@ -84,6 +84,39 @@ def test_client_subcommands(server: RunningServer) -> None:
     assert raw.closed_by_peer()
     with pytest.raises(redis.ResponseError, match="No such client"):
         one.execute_command("CLIENT", "KILL", "1.2.3.4:5")
+
+
+def _fields(line: bytes) -> dict[str, str]:
+    return dict(pair.split("=", 1) for pair in line.decode().split())
+
+
+def test_client_info_and_list_fields_as_redis_7(server: RunningServer) -> None:
+    """The subscription counts, the flags in Redis's order (P, x, t), redir (0 while tracking) and, in RESP3, a
+    verbatim string (redis-py reads both into the same dict)."""
+    raw = server.raw()
+    raw.switch_to_resp3()
+    raw.send(b"CLIENT INFO\r\n")
+    reply = raw.read_until(b"\n\r\n")
+    assert reply.startswith(b"=") and b"\r\ntxt:id=" in reply, reply
+    fields = _fields(reply.split(b"txt:", 1)[1])
+    assert (fields["flags"], fields["sub"], fields["psub"], fields["ssub"], fields["redir"]) == ("N", "0", "0", "0", "-1")
+    raw.send(b"SUBSCRIBE a b\r\nPSUBSCRIBE p*\r\nSSUBSCRIBE s\r\nCLIENT TRACKING ON\r\nMULTI\r\n")
+    assert raw.read_until(b"+OK\r\n+OK\r\n").endswith(b"+OK\r\n+OK\r\n")  # TRACKING's and MULTI's
+    observer = server.client(protocol=3)
+    listing = {int(entry["id"]): entry for entry in observer.client_list()}
+    mine = [entry for entry in listing.values() if entry["flags"] != "N"]
+    assert len(mine) == 1 and mine[0]["flags"] == "Pxt", listing
+    assert (mine[0]["sub"], mine[0]["psub"], mine[0]["ssub"], mine[0]["redir"]) == ("2", "1", "1", "0")
+    raw.send(b"DISCARD\r\nCLIENT TRACKING OFF\r\nUNSUBSCRIBE a\r\n")
+    raw.read_until(b"unsubscribe")
+    assert wait_until(lambda: any(e["flags"] == "P" and e["sub"] == "1" and e["redir"] == "-1"
+                                  for e in observer.client_list()))
+    plain = server.raw()  # RESP2: a bulk string; what relayed commands pipelined before it changed is in it
+    plain.send(b"MULTI\r\nSELECT 5\r\nEXEC\r\nCLIENT TRACKING ON\r\nCLIENT INFO\r\n")
+    reply = plain.read_until(b"\n\r\n")
+    assert reply.startswith(b"+OK\r\n+QUEUED\r\n*1\r\n+OK\r\n+OK\r\n$"), reply
+    fields = _fields(reply.split(b"\r\n")[-2])
+    assert (fields["db"], fields["flags"], fields["redir"]) == ("5", "t", "0")
 
 
 def test_command_count_info_docs_getkeys(server: RunningServer) -> None:

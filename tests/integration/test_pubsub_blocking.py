@@ -64,6 +64,52 @@ def test_resp3_subscribe_is_a_push(server: RunningServer) -> None:
     assert raw.call(b"PING\r\n", b"+PONG\r\n") == b"+PONG\r\n"
 
 
+def _push(kind: bytes, channel: bytes, count: int) -> bytes:
+    return b">3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n:%d\r\n" % (len(kind), kind, len(channel), channel, count)
+
+
+def test_resp3_confirmations_come_before_the_replies_pipelined_behind_them(server: RunningServer) -> None:
+    """As in Redis: the pushes that confirm a SUBSCRIBE are its reply, so a command we answer ourselves (CLIENT
+    ID, PING before any subscription, QUIT) waits for them instead of overtaking them."""
+    raw = server.raw()
+    raw.switch_to_resp3()
+    raw.send(b"UNSUBSCRIBE\r\nPING\r\n")  # the first commands of this client: they open its session
+    expected = b">3\r\n$11\r\nunsubscribe\r\n_\r\n:0\r\n+PONG\r\n"
+    assert raw.read_exactly(expected) == expected
+    raw.send(b"SUBSCRIBE a b\r\nCLIENT ID\r\n")
+    confirmations = _push(b"subscribe", b"a", 1) + _push(b"subscribe", b"b", 2)
+    got = raw.read_until(b"\r\n:", timeout=5) + raw.read_until(b"\r\n")  # the pushes, then CLIENT ID's integer
+    assert got.startswith(confirmations) and got[len(confirmations):][:1] == b":", got
+    raw.send(b"SUBSCRIBE c\r\nQUIT\r\n")
+    expected = _push(b"subscribe", b"c", 3) + b"+OK\r\n"
+    assert raw.read_exactly(expected) == expected
+    assert raw.closed_by_peer()
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_subscribe_confirmations_are_sent_under_client_reply_off_and_skip(server: RunningServer,
+                                                                          protocol: int) -> None:
+    """Redis pushes pub/sub confirmations whatever CLIENT REPLY says; the other replies stay suppressed."""
+    raw = server.raw()
+    if protocol == 3:
+        raw.switch_to_resp3()
+    confirmation = (_push if protocol == 3 else _resp2_confirmation)
+    raw.send(b"CLIENT REPLY SKIP\r\nSUBSCRIBE b c\r\nPING\r\n")
+    pong = b"+PONG\r\n" if protocol == 3 else b"*2\r\n$4\r\npong\r\n$0\r\n\r\n"
+    expected = confirmation(b"subscribe", b"b", 1) + confirmation(b"subscribe", b"c", 2) + pong
+    assert raw.read_exactly(expected) == expected
+    raw = server.raw()
+    if protocol == 3:
+        raw.switch_to_resp3()
+    raw.send(b"CLIENT REPLY OFF\r\nSUBSCRIBE d\r\nPING\r\nRESET\r\n")  # RESET: replies on again
+    expected = confirmation(b"subscribe", b"d", 1) + b"+RESET\r\n"
+    assert raw.read_exactly(expected) == expected
+
+
+def _resp2_confirmation(kind: bytes, channel: bytes, count: int) -> bytes:
+    return b"*3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n:%d\r\n" % (len(kind), kind, len(channel), channel, count)
+
+
 def test_blocked_client_does_not_block_others(server: RunningServer) -> None:
     blocked, other = server.client(), server.client()
     result: list[object] = []

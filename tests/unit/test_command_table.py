@@ -35,6 +35,9 @@ from server.store.redis import RedisStore
 SYNC_BUT_AFTER_RELAYS = {
     # RESET drops the store session that the client's earlier relayed commands are still waiting on.
     "RESET",
+    # CLIENT INFO/LIST describe what earlier relayed commands change once answered (EXEC's SELECT: db=,
+    # CLIENT TRACKING: flag t), as Redis, which runs them in order, does.
+    "CLIENT",
 }
 
 PASSWORD = "secret"

@@ -79,6 +79,9 @@ class FakeSession:
     def subscribed(self) -> bool:
         return False
 
+    def subscription_counts(self) -> tuple[int, int, int]:
+        return 0, 0, 0
+
     def blocks_for_ever(self, slot: ReplySlot) -> bool:
         return False
 
