@@ -67,7 +67,8 @@ class RedisSession:
         # ids of the slots in ``_fifo`` whose command may wait (BLPOP k 0 …) → whether with no timeout at all
         self._blocking: dict[int, bool] = {}
         # ids of the slots in ``_fifo`` of (P|S)(UN)SUBSCRIBE, filled by their confirmations (RESP3 pushes too)
-        self._confirming: set[int] = set()
+        # → the channel set it changed and the channels it added there (taken back if it is refused)
+        self._confirming: dict[int, tuple[set[bytes], set[bytes]]] = {}
 
     def send(self, argv: list[bytes], slot: ReplySlot) -> None:
         name = argv[0].lower()  # (once a command: the three helpers below all ask)
@@ -75,9 +76,10 @@ class RedisSession:
         blocks = not self._in_multi and may_block(argv, name)  # (queued in MULTI, a blocking one answers at once)
         if blocks:
             self._blocking[id(slot)] = blocks_for_ever(argv, name)
-        elif not self._in_multi and name in PUBSUB_COMMANDS:
-            self._confirming.add(id(slot))
-        self._track_command(argv, name)
+        if not self._in_multi and name in PUBSUB_COMMANDS:
+            self._confirming[id(slot)] = self._track_subscribing(argv, name)
+        else:
+            self._track_command(name)
         self._fifo.append(slot)
         self._write(pack_command(argv))
 
@@ -184,21 +186,27 @@ class RedisSession:
             return 1  # an arity error
         return max(1, len(self._subscriptions[name[:-11]]))
 
-    def _track_command(self, argv: list[bytes], name: bytes) -> None:
-        """Follow MULTI, and the channel sets as the commands are sent (not as confirmations come back), so an
-        UNSUBSCRIBE pipelined right after a SUBSCRIBE expects one frame per channel that will be left."""
+    def _track_command(self, name: bytes) -> None:
+        """Follow MULTI (its commands are queued, a pub/sub one too)."""
         if name == b"multi":  # (refused by the store to a RESP2 subscriber: no transaction to follow then)
             self._in_multi = self._in_multi or not (self._proto == 2 and any(self._subscriptions.values()))
         elif name in (b"exec", b"discard", b"reset"):
             self._in_multi = False
-        elif not self._in_multi and name in PUBSUB_COMMANDS:
-            target = self._subscriptions[name[: name.index(b"subscribe")].removesuffix(b"un")]
-            if name in SUBSCRIBE_COMMANDS:
-                target.update(argv[1:])
-            elif len(argv) > 1:
-                target.difference_update(argv[1:])
-            else:
-                target.clear()
+
+    def _track_subscribing(self, argv: list[bytes], name: bytes) -> tuple[set[bytes], set[bytes]]:
+        """Follow the channel sets as the commands are sent (not as confirmations come back), so an UNSUBSCRIBE
+        pipelined right after a SUBSCRIBE expects one frame per channel that will be left; the set changed and
+        the channels added to it, for a refusal (NOPERM) to take back."""
+        target = self._subscriptions[name[: name.index(b"subscribe")].removesuffix(b"un")]
+        if name in SUBSCRIBE_COMMANDS:
+            added = set(argv[1:]) - target
+            target.update(added)
+            return target, added
+        if len(argv) > 1:
+            target.difference_update(argv[1:])
+        else:
+            target.clear()
+        return target, set()
 
     def _on_frame(self, frame: bytes) -> None:
         first = frame[:1]
@@ -221,17 +229,23 @@ class RedisSession:
 
     def _answer(self, frame: bytes, confirmation: bool) -> None:
         """``frame`` is a reply to the oldest command. A pub/sub confirmation is written even under CLIENT REPLY
-        OFF/SKIP, as Redis does (it pushes them whatever the reply mode)."""
+        OFF/SKIP, as Redis does (it pushes them whatever the reply mode); a pub/sub command refused (NOPERM for
+        one of its channels, a redirect) gets one error for all its channels and subscribed to none of them."""
         slot = self._fifo[0]
-        if confirmation and id(slot) in self._confirming:
-            slot.show()
+        if self._confirming and id(slot) in self._confirming:
+            if confirmation:
+                slot.show()
+            elif frame[:1] == b"-":
+                target, added = self._confirming[id(slot)]
+                target.difference_update(added)
+                slot.frames_left = 1  # this frame is the whole reply
         slot.add_frame(frame)
         if slot.done:
             self._fifo.popleft()
             if self._blocking:
                 self._blocking.pop(id(slot), None)
             if self._confirming:
-                self._confirming.discard(id(slot))
+                self._confirming.pop(id(slot), None)
 
     def _track_subscription(self, frame: bytes) -> bool:
         """Whether ``frame`` confirms a (P|S)(UN)SUBSCRIBE; then how many subscriptions Redis says this

@@ -8,7 +8,8 @@ import time
 import pytest
 import redis
 
-from tests.support import RunningServer
+from server.config import Config
+from tests.support import RunningServer, redis_server_process, running_server
 
 
 def _next_message(pubsub: redis.client.PubSub, timeout: float = 5.0) -> dict[str, object]:
@@ -104,6 +105,29 @@ def test_subscribe_confirmations_are_sent_under_client_reply_off_and_skip(server
     raw.send(b"CLIENT REPLY OFF\r\nSUBSCRIBE d\r\nPING\r\nRESET\r\n")  # RESET: replies on again
     expected = confirmation(b"subscribe", b"d", 1) + b"+RESET\r\n"
     assert raw.read_exactly(expected) == expected
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_a_subscribe_refused_for_one_channel_answers_one_error_and_subscribes_to_none(protocol: int) -> None:
+    """The store's user may not use every channel: Redis refuses the whole SUBSCRIBE with one NOPERM error. It
+    used to wait for a confirmation per channel for ever (and count the client as subscribed to them)."""
+    with redis_server_process() as url:
+        admin = redis.Redis.from_url(url)
+        admin.acl_setuser("ai", enabled=True, passwords=["+pw"], keys=["*"], channels=["ok*"], commands=["+@all"])
+        store_url = url.replace("redis://", "redis://ai:pw@")
+        with running_server(Config(port=0, redis_url=store_url, shutdown_timeout=2.0)) as server:
+            raw = server.raw()
+            if protocol == 3:
+                raw.switch_to_resp3()
+            refused = b"-NOPERM this user has no permissions to access one of the channels used as arguments\r\n"
+            assert raw.call(b"SUBSCRIBE ok1 bad ok2\r\n", refused) == refused
+            assert raw.call(b"ECHO x\r\n", b"$1\r\nx\r\n") == b"$1\r\nx\r\n"  # (refused to a RESP2 subscriber)
+            raw.send(b"SUBSCRIBE ok1\r\nPING\r\n")
+            pong = b"+PONG\r\n" if protocol == 3 else b"*2\r\n$4\r\npong\r\n$0\r\n\r\n"
+            expected = (_push if protocol == 3 else _resp2_confirmation)(b"subscribe", b"ok1", 1) + pong
+            assert raw.read_exactly(expected) == expected
+            assert admin.publish("ok1", "hi") == 1
+        admin.close()
 
 
 def _resp2_confirmation(kind: bytes, channel: bytes, count: int) -> bytes:
