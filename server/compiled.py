@@ -33,6 +33,7 @@ HOT_MODULES: tuple[str, ...] = (
     "server.store.shared_checks",
     "server.store.slot_writes",
     "server.store.upstream",
+    "server.store.pubsub_state",
     "server.store.redis",
     "server.store.embedded",
     "server.store.cluster_keys",

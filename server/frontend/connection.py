@@ -357,15 +357,16 @@ class ClientConnection(asyncio.Protocol, SessionSink):
 
     def idle(self) -> bool:
         """Nothing in flight that will end by itself: no running handler, and no unanswered command but a
-        blocking one with no timeout (BLPOP k 0 …) and what is pipelined behind it — graceful shutdown waits
+        blocking one with no timeout (BLPOP k 0 …) and what is pipelined behind it, started or still waiting for
+        it in the backlog (INFO, CLIENT … start only once it is answered) — graceful shutdown waits
         for the others (a BLPOP k 1 is answered), and closes a client blocked for ever at once, as Redis
         does, rather than after the whole --shutdown-timeout. The client's oldest reply decides: on a cluster
         a BLPOP k 1 on one node before a BLPOP j 0 on another is answered first (the other node's command
         once closed the client at once)."""
-        if self._task is not None or self.backlog:
+        if self._task is not None:
             return False
         oldest = self.replies.oldest()
         if oldest is None:
-            return True
+            return not self.backlog
         session = self.relay.session
         return not oldest.done and session is not None and session.blocks_for_ever(oldest)

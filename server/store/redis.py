@@ -13,18 +13,16 @@ from collections import deque
 from collections.abc import Awaitable
 from typing import Any
 
-import hiredis
-
 from backends import errors as msgs
 from backends.errors import AIError
 from server.protocol.slot import ReplySlot
 from server.store.cache import TrackedCache
 from server.store.cluster_keys import SlotTags
 from server.store.keyspace import load_scripts
+from server.store.pubsub_state import UNSIZED, PubSubState, confirmation_of
 from server.store.session import (
     BLOCKING_COMMANDS,
     PUBSUB_COMMANDS,
-    SUBSCRIBE_COMMANDS,
     LinksByDatabase,
     SessionSink,
 )
@@ -60,27 +58,27 @@ class RedisSession:
         self._outbox: list[bytes] = []
         self._upstream: UpstreamProtocol | None = None
         self._connecting: asyncio.Task[None] | None = None
-        self._subscriptions: dict[bytes, set[bytes]] = {b"": set(), b"p": set(), b"s": set()}
-        self._sub_count = 0
+        self._pubsub = PubSubState()
         self._in_multi = False
         self._closed = False
         # ids of the slots in ``_fifo`` whose command may wait (BLPOP k 0 …) → whether with no timeout at all
         self._blocking: dict[int, bool] = {}
-        # ids of the slots in ``_fifo`` of (P|S)(UN)SUBSCRIBE, filled by their confirmations (RESP3 pushes too)
-        # → the channel set it changed and the channels it added there (taken back if it is refused)
-        self._confirming: dict[int, tuple[set[bytes], set[bytes]]] = {}
 
     def send(self, argv: list[bytes], slot: ReplySlot) -> None:
-        name = argv[0].lower()  # (once a command: the three helpers below all ask)
-        slot.frames_left = self._expected_frames(argv, name)
-        blocks = not self._in_multi and may_block(argv, name)  # (queued in MULTI, a blocking one answers at once)
-        if blocks:
-            self._blocking[id(slot)] = blocks_for_ever(argv, name)
+        """One frame expected, or a pub/sub command's confirmations (server/store/pubsub_state.py): in RESP3
+        pushes, and the command still waits for them, so a reply we give ourselves to a command pipelined
+        behind it (CLIENT ID, QUIT …) does not overtake them, as it does not in Redis."""
+        name = argv[0].lower()
         if not self._in_multi and name in PUBSUB_COMMANDS:
-            self._confirming[id(slot)] = self._track_subscribing(argv, name)
+            slot.frames_left = self._pubsub.sending(id(slot), argv, name)
         else:
-            self._track_command(name)
+            slot.frames_left = 1
+            if not self._in_multi and may_block(argv, name):  # (queued in MULTI, it answers at once)
+                self._blocking[id(slot)] = blocks_for_ever(argv, name)
+            self._track_command(name, id(slot))
         self._fifo.append(slot)
+        if slot.frames_left == UNSIZED and len(self._fifo) == 1:
+            slot.frames_left = self._pubsub.size_for(id(slot))
         self._write(pack_command(argv))
 
     def oldest_pending(self) -> object | None:
@@ -96,11 +94,10 @@ class RedisSession:
         return bool(self._fifo) and id(self._fifo[0]) in self._blocking
 
     def subscribed(self) -> bool:
-        return any(self._subscriptions.values())
+        return self._pubsub.subscribed()
 
     def subscription_counts(self) -> tuple[int, int, int]:
-        held = self._subscriptions
-        return len(held[b""]), len(held[b"p"]), len(held[b"s"])
+        return self._pubsub.counts()
 
     def blocks_for_ever(self, slot: ReplySlot) -> bool:
         """Whether ``slot``'s command (unanswered) went through here as a blocking one with no timeout (BLPOP k
@@ -172,96 +169,71 @@ class RedisSession:
             slot = self._fifo.popleft()
             slot.fill(error)
         self._blocking.clear()
-        self._confirming.clear()
+        self._pubsub.forget_pending()
 
-    def _expected_frames(self, argv: list[bytes], name: bytes) -> int:
-        """One frame, or a pub/sub command's confirmations: one per channel named, or per channel left (one when
-        none). In RESP3 they are pushes, and the command still waits for them: a reply we give ourselves to a
-        command pipelined behind it (CLIENT ID, QUIT …) must not overtake them, as it does not in Redis."""
-        if self._in_multi or name not in PUBSUB_COMMANDS:
-            return 1
-        if len(argv) > 1:
-            return len(argv) - 1
-        if name in SUBSCRIBE_COMMANDS:
-            return 1  # an arity error
-        return max(1, len(self._subscriptions[name[:-11]]))
-
-    def _track_command(self, name: bytes) -> None:
-        """Follow MULTI (its commands are queued, a pub/sub one too)."""
+    def _track_command(self, name: bytes, slot_id: int) -> None:
+        """Follow MULTI (its commands are queued, a pub/sub one too: EXEC's reply then holds confirmations)."""
         if name == b"multi":  # (refused by the store to a RESP2 subscriber: no transaction to follow then)
-            self._in_multi = self._in_multi or not (self._proto == 2 and any(self._subscriptions.values()))
-        elif name in (b"exec", b"discard", b"reset"):
+            self._in_multi = self._in_multi or not (self._proto == 2 and self._pubsub.subscribed())
+        elif name == b"exec" or name == b"discard":
+            self._pubsub.transaction_ended(slot_id if name == b"exec" else None)
             self._in_multi = False
-
-    def _track_subscribing(self, argv: list[bytes], name: bytes) -> tuple[set[bytes], set[bytes]]:
-        """Follow the channel sets as the commands are sent (not as confirmations come back), so an UNSUBSCRIBE
-        pipelined right after a SUBSCRIBE expects one frame per channel that will be left; the set changed and
-        the channels added to it, for a refusal (NOPERM) to take back."""
-        target = self._subscriptions[name[: name.index(b"subscribe")].removesuffix(b"un")]
-        if name in SUBSCRIBE_COMMANDS:
-            added = set(argv[1:]) - target
-            target.update(added)
-            return target, added
-        if len(argv) > 1:
-            target.difference_update(argv[1:])
-        else:
-            target.clear()
-        return target, set()
+        elif name == b"reset":
+            self._pubsub.reset()
+            self._in_multi = False
+        elif self._in_multi and name in PUBSUB_COMMANDS:
+            self._pubsub.queued()
 
     def _on_frame(self, frame: bytes) -> None:
         first = frame[:1]
         if first == b">":  # RESP3: a pub/sub command's confirmation, or a push (message, invalidation …)
-            if self._track_subscription(frame) and self._fifo and id(self._fifo[0]) in self._confirming:
-                self._answer(frame, confirmation=True)
-            else:
-                self._sink.push(frame)
+            found = confirmation_of(frame)
+            if found is not None and self._fifo and self._pubsub.expects(id(self._fifo[0]), found[0]):
+                self._answer(frame, found)
+                return
+            if found is not None:  # the store's own (a shard channel left when its slot moved)
+                self._pubsub.confirm(*found)
+            self._sink.push(frame)
             return
-        confirmation = False
-        if self._proto == 2 and first == b"*":
-            if self._sub_count and _is_message(frame):
+        found = None
+        if self._proto == 2 and first == b"*" and self._pubsub.used:
+            if _is_message(frame) and self._pubsub.store_has_subscriptions():
                 self._sink.push(frame)
                 return
-            confirmation = self._track_subscription(frame)
+            found = confirmation_of(frame)
+            if found is not None and not (self._fifo and self._pubsub.expects(id(self._fifo[0]), found[0])):
+                if found[0] == b"sunsubscribe" and found[1] in self._pubsub.confirmed[b"s"]:
+                    self._pubsub.confirm(*found)  # the store's own, as above
+                    self._sink.push(frame)
+                    return
+                found = None  # a reply that only looks like one (an EVAL's)
         if self._fifo:
-            self._answer(frame, confirmation)
+            self._answer(frame, found)
         else:
             self._sink.push(frame)  # MONITOR lines and anything else unsolicited
 
-    def _answer(self, frame: bytes, confirmation: bool) -> None:
+    def _answer(self, frame: bytes, confirmation: tuple[bytes, bytes | None] | None) -> None:
         """``frame`` is a reply to the oldest command. A pub/sub confirmation is written even under CLIENT REPLY
         OFF/SKIP, as Redis does (it pushes them whatever the reply mode); a pub/sub command refused (NOPERM for
         one of its channels, a redirect) gets one error for all its channels and subscribed to none of them."""
         slot = self._fifo[0]
-        if self._confirming and id(slot) in self._confirming:
-            if confirmation:
+        pubsub = self._pubsub
+        if pubsub.used and pubsub.waits(id(slot)):
+            if confirmation is not None:
                 slot.show()
+                pubsub.confirm(*confirmation)
             elif frame[:1] == b"-":
-                target, added = self._confirming[id(slot)]
-                target.difference_update(added)
+                pubsub.refused(id(slot))
                 slot.frames_left = 1  # this frame is the whole reply
         slot.add_frame(frame)
         if slot.done:
             self._fifo.popleft()
             if self._blocking:
                 self._blocking.pop(id(slot), None)
-            if self._confirming:
-                self._confirming.pop(id(slot), None)
-
-    def _track_subscription(self, frame: bytes) -> bool:
-        """Whether ``frame`` confirms a (P|S)(UN)SUBSCRIBE; then how many subscriptions Redis says this
-        connection has now is noted."""
-        if b"subscribe\r\n" not in frame[:24]:
-            return False
-        reader = hiredis.Reader()
-        reader.feed(frame)
-        value = reader.gets()
-        if not isinstance(value, list) or len(value) != 3 or not isinstance(value[2], int):
-            return False
-        kind, _channel, count = value
-        if isinstance(kind, bytes) and kind.endswith(b"subscribe"):
-            self._sub_count = count
-            return True
-        return False
+            if pubsub.used:
+                pubsub.answered(id(slot), frame, bool(self._fifo))
+                if self._fifo and self._fifo[0].frames_left == UNSIZED:
+                    self._fifo[0].frames_left = pubsub.size_for(id(self._fifo[0]))
 
     def close(self) -> None:
         """Close the connection; the commands still waiting on it answer the error (a cluster client loses all

@@ -96,15 +96,21 @@ def test_sigterm_does_not_wait_for_a_client_blocked_for_ever() -> None:
         blocked.sendall(b"BLPOP nothing 0\r\n")
         pipelined = socket.create_connection(("127.0.0.1", port))
         pipelined.sendall(b"WATCH x\r\nBLPOP nothing 0\r\nPING\r\n")  # its own session; PING behind it
-        assert wait_until(lambda: redis.Redis(port=port).info("clients")["blocked_clients"] == 2)
+        # and commands that wait for the client's relayed ones before they start (INFO, CLIENT, TYPE …)
+        held = socket.create_connection(("127.0.0.1", port))
+        held.sendall(b"BLPOP nothing 0\r\nCLIENT ID\r\nINFO\r\n")
+        assert wait_until(lambda: redis.Redis(port=port).info("clients")["blocked_clients"] == 3)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
         blocked.settimeout(10)
         pipelined.settimeout(10)
         assert blocked.recv(100) == b""
         assert pipelined.recv(100) in (b"+OK\r\n", b"")  # the WATCH's reply, then closed
+        held.settimeout(10)
+        assert held.recv(100) == b""
         blocked.close()
         pipelined.close()
+        held.close()
 
 
 def test_sighup_is_logged_and_ignored() -> None:

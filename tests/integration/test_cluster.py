@@ -258,6 +258,28 @@ def test_resp3_confirmations_from_two_nodes_come_before_a_reply_of_ours(cluster_
     raw.close()
 
 
+def test_a_shard_channel_the_node_leaves_when_its_slot_moves_is_left(cluster: LocalCluster,
+                                                                     cluster_server: RunningServer) -> None:
+    """When a shard channel's slot moves, its node unsubscribes the client itself (a sunsubscribe push). A bare
+    SUNSUBSCRIBE (sent to the first primary) then leaves the one channel still held there: one push, and the
+    reply behind it comes (it waited for a push for each channel, both, for ever)."""
+    topology = cluster_server.server.ctx.store.cluster.topology  # type: ignore[attr-defined]
+    home = topology.primaries[0]
+    on_home = (f"news{i}" for i in range(10_000) if topology.primary_of(key_slot(f"news{i}".encode())) == home)
+    moving, staying = next(on_home), next(on_home)
+    raw = cluster_server.raw()
+    raw.switch_to_resp3()
+    raw.send(b"SSUBSCRIBE %s\r\nSSUBSCRIBE %s\r\n" % (moving.encode(), staying.encode()))
+    assert raw.read_until(staying.encode() + b"\r\n:2\r\n").endswith(b":2\r\n")
+    with _slot_handed_over(cluster, moving):
+        left = b">3\r\n$12\r\nsunsubscribe\r\n$%d\r\n%s\r\n:1\r\n" % (len(moving), moving.encode())
+        assert raw.read_until(left).endswith(left)
+        raw.send(b"SUNSUBSCRIBE\r\nCLIENT GETNAME\r\n")
+        expected = b">3\r\n$12\r\nsunsubscribe\r\n$%d\r\n%s\r\n:0\r\n_\r\n" % (len(staying), staying.encode())
+        assert raw.read_exactly(expected, timeout=5) == expected
+    raw.close()
+
+
 def test_a_moved_slot_is_followed(cluster: LocalCluster, client: redis.Redis) -> None:
     """An empty slot handed to another primary behind the server's back: the stale map gets MOVED, which the
     server follows (for AI and relayed commands), and the key lands on the new owner."""

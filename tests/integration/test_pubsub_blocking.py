@@ -65,8 +65,20 @@ def test_resp3_subscribe_is_a_push(server: RunningServer) -> None:
     assert raw.call(b"PING\r\n", b"+PONG\r\n") == b"+PONG\r\n"
 
 
-def _push(kind: bytes, channel: bytes, count: int) -> bytes:
-    return b">3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n:%d\r\n" % (len(kind), kind, len(channel), channel, count)
+def _push(kind: bytes, channel: bytes | None, count: int) -> bytes:
+    named = b"_" if channel is None else b"$%d\r\n%s" % (len(channel), channel)
+    return b">3\r\n$%d\r\n%s\r\n%s\r\n:%d\r\n" % (len(kind), kind, named, count)
+
+
+def test_resp3_bare_unsubscribe_counts_what_a_transaction_left(server: RunningServer) -> None:
+    """UNSUBSCRIBE a inside MULTI, then a bare UNSUBSCRIBE: one channel is left to leave, one push. It used to
+    wait for two, and took the next command's reply as the second."""
+    raw = server.raw()
+    raw.switch_to_resp3()
+    raw.send(b"SUBSCRIBE a b\r\nMULTI\r\nUNSUBSCRIBE a\r\nEXEC\r\nUNSUBSCRIBE\r\nCLIENT GETNAME\r\nECHO x\r\n")
+    expected = (_push(b"subscribe", b"a", 1) + _push(b"subscribe", b"b", 2) + b"+OK\r\n+QUEUED\r\n*1\r\n"
+                + _push(b"unsubscribe", b"a", 1) + _push(b"unsubscribe", b"b", 0) + b"_\r\n$1\r\nx\r\n")
+    assert raw.read_exactly(expected, timeout=5) == expected
 
 
 def test_resp3_confirmations_come_before_the_replies_pipelined_behind_them(server: RunningServer) -> None:
@@ -79,7 +91,7 @@ def test_resp3_confirmations_come_before_the_replies_pipelined_behind_them(serve
     assert raw.read_exactly(expected) == expected
     raw.send(b"SUBSCRIBE a b\r\nCLIENT ID\r\n")
     confirmations = _push(b"subscribe", b"a", 1) + _push(b"subscribe", b"b", 2)
-    got = raw.read_until(b"\r\n:", timeout=5) + raw.read_until(b"\r\n")  # the pushes, then CLIENT ID's integer
+    got = raw.read_exactly(confirmations + b":1\r\n", timeout=5)  # the pushes, then CLIENT ID's integer
     assert got.startswith(confirmations) and got[len(confirmations):][:1] == b":", got
     raw.send(b"SUBSCRIBE c\r\nQUIT\r\n")
     expected = _push(b"subscribe", b"c", 3) + b"+OK\r\n"
@@ -122,6 +134,13 @@ def test_a_subscribe_refused_for_one_channel_answers_one_error_and_subscribes_to
             refused = b"-NOPERM this user has no permissions to access one of the channels used as arguments\r\n"
             assert raw.call(b"SUBSCRIBE ok1 bad ok2\r\n", refused) == refused
             assert raw.call(b"ECHO x\r\n", b"$1\r\nx\r\n") == b"$1\r\nx\r\n"  # (refused to a RESP2 subscriber)
+            left = b"unsubscribe", None, 0  # a bare UNSUBSCRIBE pipelined behind it: none to leave, one frame
+            end = (_push(*left) + b"_\r\n") if protocol == 3 else (_resp2_confirmation(*left) + b"+OK\r\n")
+            raw.send(b"SUBSCRIBE ok1 bad\r\nUNSUBSCRIBE\r\n" + (b"CLIENT GETNAME\r\n" if protocol == 3 else b"QUIT\r\n"))
+            assert raw.read_exactly(refused + end, timeout=5) == refused + end
+            raw = server.raw()
+            if protocol == 3:
+                raw.switch_to_resp3()
             raw.send(b"SUBSCRIBE ok1\r\nPING\r\n")
             pong = b"+PONG\r\n" if protocol == 3 else b"*2\r\n$4\r\npong\r\n$0\r\n\r\n"
             expected = (_push if protocol == 3 else _resp2_confirmation)(b"subscribe", b"ok1", 1) + pong
@@ -130,8 +149,20 @@ def test_a_subscribe_refused_for_one_channel_answers_one_error_and_subscribes_to
         admin.close()
 
 
-def _resp2_confirmation(kind: bytes, channel: bytes, count: int) -> bytes:
-    return b"*3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n:%d\r\n" % (len(kind), kind, len(channel), channel, count)
+def _resp2_confirmation(kind: bytes, channel: bytes | None, count: int) -> bytes:
+    named = b"$-1" if channel is None else b"$%d\r\n%s" % (len(channel), channel)
+    return b"*3\r\n$%d\r\n%s\r\n%s\r\n:%d\r\n" % (len(kind), kind, named, count)
+
+
+def test_replies_shaped_as_pub_sub_frames_are_replies(server: RunningServer) -> None:
+    """A script may return what looks like a subscribe confirmation, then a message: both are its replies (the
+    first once made the session count the client as subscribed, the second was then written as a push and
+    every later reply went to the command before it)."""
+    raw = server.raw()
+    raw.send(b"WATCH k\r\nEVAL \"return {'subscribe','x',1}\" 0\r\nEVAL \"return {'message','a','b'}\" 0\r\nECHO z\r\n")
+    expected = (b"+OK\r\n" + _resp2_confirmation(b"subscribe", b"x", 1)
+                + b"*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nz\r\n")
+    assert raw.read_exactly(expected, timeout=5) == expected
 
 
 def test_blocked_client_does_not_block_others(server: RunningServer) -> None:
