@@ -117,11 +117,8 @@ class ClusterSession:
 
     def subscription_counts(self) -> tuple[int, int, int]:
         """Summed over its nodes: channels and patterns live on one, shard channels on their shards' nodes."""
-        channels = patterns = shard_channels = 0
-        for node in self._nodes.values():
-            held = node.subscription_counts()
-            channels, patterns, shard_channels = channels + held[0], patterns + held[1], shard_channels + held[2]
-        return channels, patterns, shard_channels
+        counts = [node.subscription_counts() for node in self._nodes.values()]
+        return sum(c[0] for c in counts), sum(c[1] for c in counts), sum(c[2] for c in counts)
 
     def blocks_for_ever(self, slot: ReplySlot) -> bool:
         """Whether ``slot``'s command waits on one of its nodes as a blocking command with no timeout."""

@@ -123,6 +123,11 @@ class PubSubState:
         else:
             held.add(channel)
 
+    def left_by_store(self, name: bytes, channel: bytes | None) -> bool:
+        """Whether a confirmation no command waits for is the store's own: a shard channel it left when the
+        channel's slot moved (in RESP2 a frame shaped so may also be a script's reply)."""
+        return name == b"sunsubscribe" and channel in self.confirmed[b"s"]
+
     def refused(self, slot_id: int) -> None:
         """The command got an error instead (NOPERM for one of its channels, a redirect): it holds none."""
         pending = self._pending.get(slot_id)
@@ -140,7 +145,7 @@ class PubSubState:
                 found = confirmation_in(item)
                 if found is not None:
                     self.confirm(*found)
-        if not in_flight:
+        if not in_flight and self.sent != self.confirmed:  # (equal but for a refusal or a transaction)
             self.sent = {kind: set(held) for kind, held in self.confirmed.items()}
 
     def reset(self) -> None:

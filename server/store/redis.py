@@ -202,8 +202,8 @@ class RedisSession:
                 return
             found = confirmation_of(frame)
             if found is not None and not (self._fifo and self._pubsub.expects(id(self._fifo[0]), found[0])):
-                if found[0] == b"sunsubscribe" and found[1] in self._pubsub.confirmed[b"s"]:
-                    self._pubsub.confirm(*found)  # the store's own, as above
+                if self._pubsub.left_by_store(*found):
+                    self._pubsub.confirm(*found)
                     self._sink.push(frame)
                     return
                 found = None  # a reply that only looks like one (an EVAL's)
