@@ -12,8 +12,10 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import ssl
 import time
+from collections.abc import Callable
 
 from backends.errors import AIError
 from server.ai.state import AIState
@@ -136,15 +138,13 @@ class Server:
         factory = lambda: ClientConnection(self.ctx)  # noqa: E731
         tls = _tls_context(self.config) if self.config.tls_enabled else None
         plain_tls = tls if self.config.tls_port == 0 else None
-        for host in self.config.bind_addresses:
-            listener = await loop.create_server(factory, host, self.config.port, ssl=plain_tls, reuse_address=True,
-                                                reuse_port=self.config.reuse_port or None)
-            self._listeners.append(listener)
-        if tls is not None and self.config.tls_port:
-            for host in self.config.bind_addresses:
-                listener = await loop.create_server(factory, host, self.config.tls_port, ssl=tls,
-                                                    reuse_port=self.config.reuse_port or None)
-                self._listeners.append(listener)
+        if self.config.listen_fds:  # a --workers worker: the sockets its supervisor made (server/port_owner.py)
+            for fd in self.config.listen_fds:
+                self._listeners.append(await loop.create_server(factory, sock=socket.socket(fileno=fd), ssl=plain_tls))
+            for fd in self.config.tls_listen_fds:
+                self._listeners.append(await loop.create_server(factory, sock=socket.socket(fileno=fd), ssl=tls))
+        else:
+            await self._bind_tcp(factory, plain_tls, tls)
         if self.config.unixsocket:
             if os.path.exists(self.config.unixsocket):
                 os.unlink(self.config.unixsocket)
@@ -155,6 +155,20 @@ class Server:
         self.ctx.tcp_port = self.ports[0] if self.ports else 0
         if self.ops is not None:
             await self.ops.start()
+
+    async def _bind_tcp(self, factory: Callable[[], asyncio.Protocol], plain_tls: ssl.SSLContext | None,
+                        tls: ssl.SSLContext | None) -> None:
+        """Listen on --port (and --tls-port) of every bind address."""
+        loop = asyncio.get_running_loop()
+        for host in self.config.bind_addresses:
+            listener = await loop.create_server(factory, host, self.config.port, ssl=plain_tls, reuse_address=True,
+                                                reuse_port=self.config.reuse_port or None)
+            self._listeners.append(listener)
+        if tls is not None and self.config.tls_port:
+            for host in self.config.bind_addresses:
+                listener = await loop.create_server(factory, host, self.config.tls_port, ssl=tls,
+                                                    reuse_port=self.config.reuse_port or None)
+                self._listeners.append(listener)
 
     def stop(self) -> None:
         """Ask for a graceful shutdown; a second call skips the drain."""

@@ -134,8 +134,9 @@ OPTIONS: tuple[Option, ...] = (
            "Megabytes of tensors and model metadata cached in this process, kept coherent with the store by its "
            "client-side caching (CLIENT TRACKING); 0 = read the store every time."),
     Option("requirepass", _text, "", "Password clients must AUTH with (off when empty)."),
-    Option("workers", _positive_int, 1, "Server processes sharing the port (SO_REUSEPORT) and the store; with the "
-           "embedded store, one store for all of them. AI.INFO and scans agree across them (they live in the store)."),
+    Option("workers", _positive_int, 1, "Server processes sharing the port and the store; with the "
+           "embedded store, one store for all of them. A port another process listens on is refused. AI.INFO "
+           "and scans agree across them (they live in the store)."),
     Option("threads-per-queue", _positive_int, 1, "Worker threads per device queue (RedisAI THREADS_PER_QUEUE)."),
     Option("log-level", _log_level, "notice", "debug, verbose, notice or warning (redis-server levels)."),
     Option("log-format", _log_format, "text", "text (one readable line per event) or json (one JSON object per "
@@ -210,6 +211,10 @@ class Config:
     metrics_port: int = 0
     metrics_key_label: bool = True
     reuse_port: bool = False  # set for --workers' processes, never from the command line
+    # --workers: the listening sockets the supervisor made for this worker (file descriptors; TCP on --port, and
+    # on --tls-port), never from the command line: the port is owned once (server/supervisor.py)
+    listen_fds: tuple[int, ...] = ()
+    tls_listen_fds: tuple[int, ...] = ()
     worker_index: int = 0  # --workers: this process's number and how many there are (client ids: index + k·count)
     worker_count: int = 1
     worker_starts: int = 0  # --workers: this worker number's earlier starts (a restart's ids start above theirs)

@@ -3,8 +3,10 @@
 Usage: ``redisai-server --workers 4 [--dir DIR | --redis-url URL] ...``
 
 Why processes: one Python process serves from one event loop, and its hand-offs to device threads pay for
-the GIL (docs/performance.md). N processes use N cores, as uvicorn's and gunicorn's workers do. Every
-process listens on the same port with SO_REUSEPORT, so the kernel spreads connections over them.
+the GIL (docs/performance.md). N processes use N cores, as uvicorn's and gunicorn's workers do. The
+supervisor owns the port: it refuses one that any process listens on (a single process's EADDRINUSE message
+and exit status), then makes one SO_REUSEPORT listening socket per worker and hands it down, so the kernel
+spreads connections over the workers and no second server can share the port (server/port_owner.py).
 
 What they share, they share through the store: keys, models and scripts, AI.INFO counters and scans
 (server/store/atomic.py); each process's cache is kept coherent by the store's invalidations. What stays per
@@ -35,6 +37,7 @@ from collections.abc import Callable
 
 from server.config import Config
 from server.ops.banner import redact_url
+from server.port_owner import close_all, open_worker_sockets
 from server.store.process import StoreProcess, StoreStartError, find_store_binary
 
 log = logging.getLogger("redisai.supervisor")
@@ -65,6 +68,8 @@ class Supervisor:
         self._starts: dict[int, int] = {}  # worker index -> how many times it was started before the last one
         self._stopping = False  # a SIGTERM/SIGINT came
         self._waiting = False  # blocked in os.wait(): the one place the signal handler raises _Stop
+        self._sockets: list[list[socket.socket]] = []  # worker index -> its listening sockets on --port
+        self._tls_sockets: list[list[socket.socket]] = []  # worker index -> those on --tls-port (if any)
 
     def run(self) -> int:
         try:
@@ -90,19 +95,24 @@ class Supervisor:
             code = 1
         finally:
             self._stopping = True  # a signal from here on is a second one, whatever ended the loop
+            self._let_go_of_the_port()
             self._stop_workers()
             self._stop_store()
         return code
 
     def _prepare(self) -> Config:
-        """The store and the port every worker will use."""
+        """The port every worker will use (refused at once when another process listens there), then the store."""
+        hosts = self.config.bind_addresses
+        port = self.config.port or _free_port(hosts[0] if hosts else "")
+        self._sockets = open_worker_sockets(hosts, port, self.config.workers)
+        if self.config.tls_enabled and self.config.tls_port:
+            self._tls_sockets = open_worker_sockets(hosts, self.config.tls_port, self.config.workers)
         url = self.config.redis_url
         if not url:
             self._store = StoreProcess(find_store_binary(self.config.store_bin), self.config.dir)
             asyncio.run(self._store.start())  # a loop that is closed again: nothing runs before the forks
             url = f"unix://{self._store.socket_path}"
-        port = self.config.port or _free_port(self.config.bind_addresses[0] if self.config.bind_addresses else "")
-        return self.config.replace(redis_url=url, dir="", store_bin="", workers=1, port=port, reuse_port=True)
+        return self.config.replace(redis_url=url, dir="", store_bin="", workers=1, port=port)
 
     def _on_stop_signal(self, _signum: int, _frame: object) -> None:
         """The first SIGTERM or SIGINT ends the watch loop (raised only while it blocks in os.wait, so never
@@ -134,10 +144,19 @@ class Supervisor:
                 os.setpgid(0, 0)  # Ctrl-C's SIGINT goes to the supervisor only (module docstring)
                 for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                     signal.signal(signum, signal.SIG_DFL)
-                code = self._serve(config)
+                code = self._serve(self._hand_sockets(index, config))
             finally:
                 os._exit(code)
         self._workers[pid] = (index, time.monotonic())
+
+    def _hand_sockets(self, index: int, config: Config) -> Config:
+        """In worker ``index``: keep its own listening sockets (as file descriptors its server adopts), close the
+        other workers'."""
+        own: dict[str, tuple[int, ...]] = {}
+        for name, groups in (("listen_fds", self._sockets), ("tls_listen_fds", self._tls_sockets)):
+            close_all(group for i, group in enumerate(groups) if i != index)
+            own[name] = tuple(sock.detach() for sock in groups[index]) if groups else ()
+        return config.replace(**own)
 
     def _watch(self, config: Config) -> None:
         while True:
@@ -148,7 +167,7 @@ class Supervisor:
             finally:
                 self._waiting = False
             if self._store is not None and pid == self._store.pid:
-                log.warning("the store exited (status %d); starting it again", status)
+                log.warning("the store stopped (%s); starting it again", describe_exit(status))
                 self._restart_store()
                 continue
             index, started = self._workers.pop(pid, (None, 0.0))
@@ -157,10 +176,10 @@ class Supervisor:
             quick = time.monotonic() - started < STABLE_AFTER_S
             self._quick_exits[index] = self._quick_exits.get(index, 0) + 1 if quick else 0
             if self._quick_exits[index] >= QUICK_EXITS_TO_GIVE_UP:
-                log.error("worker %d (pid %d) exited with status %d, %d times in a row within %gs of its start; "
-                          "giving up", index, pid, status, QUICK_EXITS_TO_GIVE_UP, STABLE_AFTER_S)
+                log.error("worker %d (pid %d) stopped (%s), %d times in a row within %gs of its start; "
+                          "giving up", index, pid, describe_exit(status), QUICK_EXITS_TO_GIVE_UP, STABLE_AFTER_S)
                 raise _GiveUp
-            log.warning("worker %d (pid %d) exited with status %d; starting it again", index, pid, status)
+            log.warning("worker %d (pid %d) stopped (%s); starting it again", index, pid, describe_exit(status))
             if quick:
                 time.sleep(RESTART_DELAY_S)
             self._spawn(index, config)
@@ -190,9 +209,30 @@ class Supervisor:
             _reaped(pid, 0)
         self._workers.clear()
 
+    def _let_go_of_the_port(self) -> None:
+        """Close the supervisor's copies of the listening sockets: once a draining worker closes its own, the
+        port refuses new connections (held here, they would wait in the backlog of a socket nobody serves)."""
+        close_all([*self._sockets, *self._tls_sockets])
+        self._sockets, self._tls_sockets = [], []
+
     def _stop_store(self) -> None:
+        self._let_go_of_the_port()
         if self._store is not None:
             self._store.stop()
+
+
+def describe_exit(status: int) -> str:
+    """A wait status in words: ``exit code 1``, ``killed by signal 9 (SIGKILL)`` (not the raw 256 or 9)."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            return f"killed by signal {number}"
+        return f"killed by signal {number} ({name})"
+    if os.WIFEXITED(status):
+        return f"exit code {os.WEXITSTATUS(status)}"
+    return f"wait status {status}"
 
 
 def _reaped(pid: int, options: int) -> bool:
