@@ -7,14 +7,14 @@ coroutine its next step, the way a Task's ``__step`` does, but without a Task ob
 loop, or a wrapper coroutine per command. Most AI commands wait once or twice per request, so this is on
 the hot path (docs/performance.md).
 
-On Python 3.12+ the coroutine runs in an eagerly started Task instead: there ``asyncio.timeout`` and
-``wait_for`` need a current Task, and eager Tasks already skip the first scheduling.
+The same path runs on every supported Python (3.11-3.13). Nothing a handler awaits may need a current Task:
+``asyncio.wait_for`` and ``asyncio.timeout`` do on 3.12 and later, so time limits use
+``server.store.deadline.within`` instead.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
@@ -84,26 +84,6 @@ class Driven:
         return True
 
 
-class _TaskRunning:
-    __slots__ = ("_task",)
-
-    def __init__(self, task: asyncio.Task[Any], on_done: OnDone) -> None:
-        self._task = task
-        task.add_done_callback(lambda done: _report(done, on_done))
-
-    def cancel(self) -> bool:
-        return self._task.cancel()
-
-
-def _report(task: asyncio.Task[Any], on_done: OnDone) -> None:
-    if task.cancelled():
-        on_done(None, asyncio.CancelledError())
-    elif (exc := task.exception()) is not None:
-        on_done(None, exc)
-    else:
-        on_done(task.result(), None)
-
-
 def drive(coro: Coroutine[Any, Any, Any], on_done: OnDone) -> tuple[bool, Any]:
     """Run ``coro`` until it finishes or first waits.
 
@@ -111,9 +91,6 @@ def drive(coro: Coroutine[Any, Any, Any], on_done: OnDone) -> tuple[bool, Any]:
     caller, as from a plain function call. (False, a ``Cancellable``) when it waits: ``on_done`` is called
     once it ends, from the loop.
     """
-    if sys.version_info >= (3, 12):
-        task = asyncio.Task(coro, eager_start=True)
-        return (True, task.result()) if task.done() else (False, _TaskRunning(task, on_done))
     try:
         yielded = coro.send(None)
     except StopIteration as stop:

@@ -22,6 +22,7 @@ from backends.errors import AIError
 from server.store.cluster_keys import KeyFinder, SlotTags
 from server.store.cluster_topology import Topology, node_address, parse_shards, parse_slots
 from server.store.cluster_watch import HungNodeWatch, Watched
+from server.store.deadline import within
 from server.store.redis import RedisLink, SharedRelay
 from server.store.upstream import StoreAddress
 
@@ -201,7 +202,7 @@ class ClusterState:
         problems: list[str] = []
         for address in self._asking_order():
             try:
-                topology, state_ok = await asyncio.wait_for(self._read_topology(address), TOPOLOGY_TIMEOUT_S)
+                topology, state_ok = await within(self._read_topology(address), TOPOLOGY_TIMEOUT_S)
             except AIError as exc:
                 problems.append(f"{address.host}:{address.port}: {exc.message}")
                 continue

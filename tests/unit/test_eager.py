@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from server.frontend.eager import drive
+from server.store.deadline import within
 
 
 async def _no_wait() -> int:
@@ -137,3 +138,56 @@ def test_a_handler_may_catch_its_cancellation_and_answer() -> None:
         return await outcome.ended
 
     assert asyncio.run(scenario()) == ("cleaned up", None)
+
+
+def test_a_driven_coroutine_runs_without_a_task_on_every_python() -> None:
+    """One path on 3.11-3.13: the coroutine is stepped by callbacks, so no Task is current while it runs."""
+    async def reports_its_task(future: asyncio.Future[int]) -> object:
+        await future
+        return asyncio.current_task()
+
+    async def scenario() -> tuple[Any, BaseException | None]:
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        outcome = Outcome()
+        drive(reports_its_task(future), outcome)
+        future.set_result(1)
+        return await outcome.ended
+
+    assert asyncio.run(scenario()) == (None, None)
+
+
+def test_a_time_limit_inside_a_driven_coroutine_needs_no_task() -> None:
+    """``within`` works where ``asyncio.wait_for`` raises on 3.12+ ('Timeout should be used inside a task')."""
+    async def limited(future: asyncio.Future[int], seconds: float) -> int:
+        await asyncio.sleep(0)
+        return await within(future, seconds)
+
+    async def scenario() -> tuple[tuple[Any, BaseException | None], tuple[Any, BaseException | None], bool]:
+        answered: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        first = Outcome()
+        drive(limited(answered, 30.0), first)
+        answered.set_result(7)
+        silent: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        second = Outcome()
+        drive(limited(silent, 0.01), second)
+        return await first.ended, await second.ended, silent.cancelled()
+
+    ok, timed_out, silent_cancelled = asyncio.run(scenario())
+    assert ok == (7, None)
+    assert timed_out[0] is None and isinstance(timed_out[1], TimeoutError)
+    assert silent_cancelled
+
+
+def test_cancelling_a_driven_coroutine_cancels_what_within_awaits() -> None:
+    async def scenario() -> tuple[BaseException | None, bool]:
+        inner: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        outcome = Outcome()
+        _, running = drive(within(inner, 30.0), outcome)
+        await asyncio.sleep(0)
+        running.cancel()
+        failure = (await outcome.ended)[1]
+        await asyncio.sleep(0)
+        return failure, inner.cancelled()
+
+    failure, inner_cancelled = asyncio.run(scenario())
+    assert isinstance(failure, asyncio.CancelledError) and inner_cancelled
