@@ -15,7 +15,8 @@ import signal
 import socket
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from backends.errors import AIError
 from server.ai.state import AIState
@@ -29,11 +30,14 @@ from server.ops.health import Health
 from server.ops.http import OpsEndpoint
 from server.ops.metrics import Metrics, ObservedServer
 from server.store.cluster import ClusterStore
+from server.store.deadline import within
 from server.store.embedded import EmbeddedStore
 from server.store.redis import RedisStore
 from server.store.session import Store
+from server.store.stall_watch import StallWatch, single_store_channels
 
 log = logging.getLogger("redisai.server")
+T = TypeVar("T")
 
 
 def _hangup_ignored() -> None:
@@ -55,6 +59,10 @@ def _tls_context(config: Config) -> ssl.SSLContext:
     return context
 
 
+class StoppedWhileStarting(Exception):
+    """SIGTERM or SIGINT came while the server was starting: it leaves without listening."""
+
+
 class Server:
     """One running server: its context, its listeners and its lifecycle."""
 
@@ -70,6 +78,7 @@ class Server:
             self.ops = OpsEndpoint(config.bind_addresses, config.metrics_port, self.ctx.metrics, self.health)
         self._listeners: list[asyncio.Server] = []
         self._stopping: asyncio.Event | None = None
+        self._stall_watch: asyncio.Task[None] | None = None
         self._forced = False
         self.ports: list[int] = []
 
@@ -79,9 +88,10 @@ class Server:
         if self._stopping is None:  # (``serve`` makes it first: a SIGTERM while starting stops the server once up)
             self._stopping = asyncio.Event()
         try:
-            await self._start_store()
-            await self._read_store_version()
+            await self._unless_stopped(self._start_store())
+            await self._unless_stopped(self._read_store_version())
             await self._listen()
+            self._watch_store()
         except BaseException:
             for listener in self._listeners:
                 listener.close()
@@ -93,10 +103,45 @@ class Server:
                  ", ".join(str(p) for p in self.ports) or self.config.unixsocket, self.ctx.store.describe(),
                  describe_build())
 
+    async def _unless_stopped(self, step: Awaitable[T]) -> T:
+        """``step``, unless ``stop`` (SIGTERM, SIGINT) comes first: then it is cancelled and StoppedWhileStarting
+        raised, so a start that waits on a store never keeps the process from stopping."""
+        assert self._stopping is not None
+        task = asyncio.ensure_future(step)
+        stopped = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait((task, stopped), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not task.done():
+                task.cancel()
+                await asyncio.wait((task,))
+        if task.cancelled() and self._stopping.is_set():
+            raise StoppedWhileStarting
+        return task.result()
+
+    async def _answered(self, step: Awaitable[T]) -> T:
+        """``step`` (a round trip to the store at start), within --store-timeout-ms: a store that accepts the
+        connection but never answers (stopped, hung, not a Redis that speaks) stops the start with one line."""
+        timeout_ms = self.config.store_timeout_ms
+        try:
+            return await within(step, timeout_ms / 1000)
+        except TimeoutError:
+            raise ConnectionError(f"store at {self.ctx.store.describe()} did not answer within {timeout_ms} ms "
+                                  "(--store-timeout-ms)") from None
+
+    def _watch_store(self) -> None:
+        """The single store's per-command time limit (server/store/stall_watch.py; a cluster has its own)."""
+        store = self.ctx.store
+        if isinstance(store, RedisStore):
+            watch = StallWatch(self.config.store_timeout_ms, lambda: single_store_channels(store, self.ctx.clients),
+                               store.address.describe, lambda: store.link(store.default_db).pipeline([[b"PING"]]))
+            self._stall_watch = asyncio.get_running_loop().create_task(watch.run())
+
     async def _read_store_version(self) -> None:
         """What the store is (INFO server): INFO, HELLO and the banner report it truthfully."""
         try:
-            self.ctx.store_version = parse_store_version(await self.ctx.store.info(["server"]))
+            self.ctx.store_version = parse_store_version(await self._answered(self.ctx.store.info(["server"])))
         except (AIError, OSError) as exc:
             log.warning("the store did not say its version: %s", exc)
 
@@ -124,8 +169,10 @@ class Server:
         becomes the cluster store."""
         store = self.ctx.store
         if not self.config.cluster_seeds:
-            await store.start()
-            if not isinstance(store, RedisStore) or store.kind != "redis" or not await store.cluster_enabled():
+            # (the embedded store's start is bounded by its own: a child that loads its data answers LOADING)
+            await (store.start() if store.kind == "embedded" else self._answered(store.start()))
+            if not isinstance(store, RedisStore) or store.kind != "redis" or not await self._answered(
+                    store.cluster_enabled()):
                 return
             await store.close()
         self.ctx.store = ClusterStore(self.config.redis_url, self.config.cluster_seeds.replace(",", " ").split(),
@@ -194,6 +241,8 @@ class Server:
         try:
             await self.start()
             await self.run_until_stopped()
+        except StoppedWhileStarting:
+            log.info("stopped while starting (the store had not answered yet)")
         finally:
             for sig in installed:
                 loop.remove_signal_handler(sig)
@@ -211,6 +260,8 @@ class Server:
                                                     "timeout_s": 0 if self._forced else self.config.shutdown_timeout}})
         self.ctx.shutting_down = True
         await self.health.stop_watch()
+        if self._stall_watch is not None:
+            self._stall_watch.cancel()
         for listener in self._listeners:
             listener.close()
         if self.ops is not None:

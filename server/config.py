@@ -126,6 +126,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("cluster-node-timeout-ms", _positive_int, 3000, "Cluster only: a node that leaves a command unanswered "
            "this long is given up on: its commands answer an error naming it, its connection is reset and the "
            "slot map read again (a hung or partitioned primary never hangs a client)."),
+    Option("store-timeout-ms", _positive_int, 5000, "The embedded store or --redis-url: the longest the store may "
+           "leave a command unanswered (a stopped or hung store, a listener that never replies). Its waiting "
+           "commands then fail with 'ERR backing store unavailable: ... did not answer within N ms' and the "
+           "connection is made anew; at start, connecting and the first answer are bounded by it (exit 1). "
+           "Blocking commands (BLPOP k 0) keep waiting while the store answers a PING."),
     Option("dir", _text, "", "Embedded store only: keep its data in this directory (AOF, appendfsync everysec, "
            "and RDB), so a restart finds every key. Empty (the default): nothing is written to disk."),
     Option("store-bin", _text, "", "Embedded store only: the valkey-server or redis-server binary to run. "
@@ -186,6 +191,7 @@ class Config:
     redis_url: str = ""
     cluster_seeds: str = ""
     cluster_node_timeout_ms: int = 3000
+    store_timeout_ms: int = 5000
     dir: str = ""
     store_bin: str = ""
     cache_mb: int = 64

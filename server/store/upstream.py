@@ -20,6 +20,7 @@ import hiredis
 from backends.errors import AIError
 from server.protocol.framer import ReplyFramer
 from server.protocol.reply import array_header, bulk_header
+from server.store.deadline import within
 
 _NEED_MORE: Final = object()
 
@@ -183,19 +184,37 @@ class UpstreamProtocol(asyncio.Protocol):
         self._on_batch_end = on_batch_end
         self._on_lost = on_lost
         self.transport: asyncio.Transport | None = None
+        self._garbled: Exception | None = None  # why the connection was dropped, when it was not RESP
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         self._reader.feed(data)
-        while (reply := self._reader.next()) is not _NEED_MORE:
+        try:
+            reply = self._reader.next()
+        except (hiredis.ProtocolError, ValueError) as exc:
+            self._not_resp(exc)
+            return
+        while reply is not _NEED_MORE:
             self.on_reply(reply)
+            try:
+                reply = self._reader.next()
+            except (hiredis.ProtocolError, ValueError) as exc:
+                self._not_resp(exc)
+                return
         self._on_batch_end()
+
+    def _not_resp(self, exc: Exception) -> None:
+        """The peer does not speak RESP (an HTTP server at --redis-url): the connection is dropped, and its
+        loss says so in one line, instead of asyncio's "Fatal error on transport" traceback."""
+        self._garbled = ConnectionError(f"not a Redis server (its reply is not RESP: {exc})")
+        if self.transport is not None:
+            self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
-        self._on_lost(exc)
+        self._on_lost(exc if exc is not None else self._garbled)
 
     def write(self, data: bytes) -> None:
         if self.transport is not None:
@@ -206,9 +225,11 @@ class UpstreamProtocol(asyncio.Protocol):
             self.transport.close()
 
     def abandon(self) -> None:
-        """Close without telling the owner (it gave up on this connection and may have made a new one)."""
+        """Drop without telling the owner (it gave up on this connection and may have made a new one). Aborted,
+        not closed: a close waits to send what is buffered, for ever when the store stopped reading."""
         self._on_lost = _ignore_loss
-        self.close()
+        if self.transport is not None:
+            self.transport.abort()
 
 
 def _ignore_loss(_exc: Exception | None) -> None:
@@ -238,7 +259,7 @@ async def open_upstream(address: StoreAddress, reader: FrameReader | ValueReader
 
     protocol = UpstreamProtocol(reader, answer, lambda: None, lost_during_handshake)
     try:
-        await asyncio.wait_for(_connect_and_login(address, db, protocol, handshake), CONNECT_TIMEOUT_S)
+        await within(_connect_and_login(address, db, protocol, handshake), CONNECT_TIMEOUT_S)
     except BaseException as exc:
         protocol.close()
         if isinstance(exc, TimeoutError):
