@@ -23,6 +23,7 @@ from server.commands import (
     model,
     modules,
     script,
+    store_log,
     tensor,
 )
 from server.commands.keyspecs import (
@@ -113,13 +114,13 @@ COMMAND_TABLE: Mapping[str, CommandSpec] = MappingProxyType({
                    key_specs=_READS_KEY, since="1.0.0", complexity=_ELEMENTS,
                    summary="Returns a tensor's dtype and shape, and its data as a blob or as values.",
                    usage="AI.TENSORGET key [META] [BLOB | VALUES]", after_relays=True),
-        ai_command("AI.MODELSTORE", model.cmd_modelstore, flags=("write", "denyoom"), keys=_ONE_KEY,
+        ai_command("AI.MODELSTORE", store_log.cmd_modelstore, flags=("write", "denyoom"), keys=_ONE_KEY,
                    key_specs=_WRITES_KEY, complexity=_BLOB,
                    summary="Stores a TorchScript, ONNX, TF or TFLite model under a key.",
                    usage="AI.MODELSTORE key backend device [TAG tag] [BATCHSIZE n [MINBATCHSIZE m "
                          "[MINBATCHTIMEOUT t]]] [INPUTS n name ... OUTPUTS m name ...] BLOB chunk ...",
                    after_relays=True),
-        ai_command("AI.MODELSET", model.cmd_modelset, flags=("write", "denyoom"), keys=_ONE_KEY,
+        ai_command("AI.MODELSET", store_log.cmd_modelset, flags=("write", "denyoom"), keys=_ONE_KEY,
                    key_specs=_WRITES_KEY, since="1.0.0", complexity=_BLOB, replaced_by="AI.MODELSTORE",
                    summary="Stores a model (deprecated 1.0 form of AI.MODELSTORE).",
                    usage="AI.MODELSET key backend device [TAG tag] [BATCHSIZE n [MINBATCHSIZE m "
@@ -166,7 +167,7 @@ COMMAND_TABLE: Mapping[str, CommandSpec] = MappingProxyType({
                    complexity=_DAG, replaced_by="AI.DAGEXECUTE_RO",
                    summary="Runs a read-only DAG (deprecated 1.0 form).",
                    usage="AI.DAGRUN_RO [LOAD n key ...] [TIMEOUT ms] |> op [|> op ...]", after_relays=True),
-        ai_command("AI.GRAPHSTORE", graph.cmd_graphstore, flags=("write", "denyoom", "movablekeys"),
+        ai_command("AI.GRAPHSTORE", store_log.cmd_graphstore, flags=("write", "denyoom", "movablekeys"),
                    keys=_ONE_KEY, key_specs=(key_at(1, OVERWRITE), unknown_keys(READ, _OP_KEYS)),
                    find_keys=getkeys.graphstore_keys, complexity="O(N) in the number of ops",
                    summary="Validates and compiles a DAG of model, script and constant ops once; stores it as a graph.",
@@ -196,12 +197,12 @@ COMMAND_TABLE: Mapping[str, CommandSpec] = MappingProxyType({
                    summary="Sets or gets RedisAI's run-time settings; loads a backend.",
                    usage="AI.CONFIG BACKENDSPATH path | LOADBACKEND backend path | MODEL_CHUNK_SIZE bytes | GET name",
                    after_relays=True),  # LOADBACKEND returns a coroutine (the import runs off the loop)
-        ai_command("AI.SCRIPTSTORE", script.cmd_scriptstore, flags=("write", "denyoom"), keys=_ONE_KEY,
+        ai_command("AI.SCRIPTSTORE", store_log.cmd_scriptstore, flags=("write", "denyoom"), keys=_ONE_KEY,
                    key_specs=_WRITES_KEY, complexity=_SOURCE,
                    summary="Stores a TorchScript script (its source and entry points) under a key.",
                    usage="AI.SCRIPTSTORE key device [TAG tag] ENTRY_POINTS n function ... SOURCE script",
                    after_relays=True),
-        ai_command("AI.SCRIPTSET", script.cmd_scriptset, flags=("write", "denyoom"), keys=_ONE_KEY,
+        ai_command("AI.SCRIPTSET", store_log.cmd_scriptset, flags=("write", "denyoom"), keys=_ONE_KEY,
                    key_specs=_WRITES_KEY, since="1.0.0", complexity=_SOURCE, replaced_by="AI.SCRIPTSTORE",
                    summary="Stores a script (deprecated 1.0 form of AI.SCRIPTSTORE).",
                    usage="AI.SCRIPTSET key device [TAG tag] SOURCE script", after_relays=True),
