@@ -34,6 +34,7 @@ elements once, which is unavoidable for variable-length elements.
 from __future__ import annotations
 
 import math
+import os
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -50,10 +51,15 @@ if TYPE_CHECKING:
     import torch
 
 MAGIC: Final = b"\x89RAI"
-FORMAT_VERSION: Final = 1
-HEADER_SIZE: Final = 8
+FORMAT_VERSION: Final = 2  # what is written: version 1 (no stamp) is still read
+UNSTAMPED_VERSION: Final = 1
+_VERSIONS: Final = (UNSTAMPED_VERSION, FORMAT_VERSION)
+HEADER_SIZE: Final = 8  # the part every version shares: magic, version, dtype code, ndim
+STAMP_SIZE: Final = 8
+STAMPED_PREFIX: Final = HEADER_SIZE + STAMP_SIZE  # version 2: the stamp follows, then the dims
+NO_STAMP: Final = bytes(STAMP_SIZE)
 MAX_DIMS: Final = 64
-MAX_HEADER_SIZE: Final = HEADER_SIZE + 8 * MAX_DIMS
+MAX_HEADER_SIZE: Final = STAMPED_PREFIX + 8 * MAX_DIMS
 _FIXED: Final = struct.Struct("<4sBBH")
 # the dims of an ndim-dimensional header
 _DIMS: Final = tuple(struct.Struct(f"<{ndim}q") for ndim in range(MAX_DIMS + 1))
@@ -286,11 +292,29 @@ def _element_bytes(item: Any) -> bytes:
 # --- the storage codec ---------------------------------------------------------------------------------------
 
 
-def encode_header(dtype: str, shape: Sequence[int]) -> bytes:
-    """The header of a stored tensor (magic, version, dtype code, ndim, dims)."""
+def encode_header(dtype: str, shape: Sequence[int], stamp: bytes | None = None) -> bytes:
+    """The header of a stored tensor (magic, version 2, dtype code, ndim, stamp, dims). ``stamp``: 8 bytes that
+    name this write (a fresh random one by default): a copy of the value held elsewhere is current while the
+    stored value starts with the same ``STAMPED_PREFIX`` bytes (docs/tensor-format.md)."""
     if len(shape) > MAX_DIMS:
         raise AIError(msgs.TENSOR_TOO_MANY_DIMS_MSG)
-    return _FIXED.pack(MAGIC, FORMAT_VERSION, DTYPES[dtype].code, len(shape)) + _DIMS[len(shape)].pack(*shape)
+    return (_FIXED.pack(MAGIC, FORMAT_VERSION, DTYPES[dtype].code, len(shape)) + (stamp or new_stamp())
+            + _DIMS[len(shape)].pack(*shape))
+
+
+def new_stamp() -> bytes:
+    """A write's stamp: 8 random bytes (never all zero, which means 'unstamped')."""
+    stamp = os.urandom(STAMP_SIZE)
+    return stamp if stamp != NO_STAMP else b"\x01" + stamp[1:]
+
+
+def stamped_prefix(raw: bytes | bytearray | memoryview) -> bytes | None:
+    """The first ``STAMPED_PREFIX`` bytes of a version-2 tensor value with a stamp: what names this value in
+    the store (compared there instead of the whole value); None for anything else (version 1, unstamped)."""
+    if len(raw) <= STAMPED_PREFIX or raw[4] != FORMAT_VERSION or raw[:4] != MAGIC:
+        return None
+    prefix = bytes(raw[:STAMPED_PREFIX])
+    return None if prefix[HEADER_SIZE:] == NO_STAMP else prefix
 
 
 def encode_tensor_parts(tensor: Tensor) -> tuple[bytes, bytes | memoryview]:
@@ -308,7 +332,7 @@ def looks_like_tensor(prefix: bytes) -> bool:
     if len(prefix) < HEADER_SIZE:
         return False
     magic, version, code, ndim = _FIXED.unpack_from(prefix)
-    return magic == MAGIC and version == FORMAT_VERSION and code in DTYPES_BY_CODE and ndim <= MAX_DIMS
+    return magic == MAGIC and version in _VERSIONS and code in DTYPES_BY_CODE and ndim <= MAX_DIMS
 
 
 def read_header(raw: bytes | bytearray | memoryview) -> TensorHeader:
@@ -316,12 +340,13 @@ def read_header(raw: bytes | bytearray | memoryview) -> TensorHeader:
     if len(raw) < HEADER_SIZE:
         raise AIError(msgs.WRONGTYPE_MSG)
     magic, version, code, ndim = _FIXED.unpack_from(raw)
-    if magic != MAGIC or version != FORMAT_VERSION or code not in DTYPES_BY_CODE or ndim > MAX_DIMS:
+    if magic != MAGIC or version not in _VERSIONS or code not in DTYPES_BY_CODE or ndim > MAX_DIMS:
         raise AIError(msgs.WRONGTYPE_MSG)
-    end = HEADER_SIZE + 8 * ndim
+    dims_at = STAMPED_PREFIX if version == FORMAT_VERSION else HEADER_SIZE
+    end = dims_at + 8 * ndim
     if len(raw) < end:
         raise AIError(msgs.WRONGTYPE_MSG)
-    shape: tuple[int, ...] = _DIMS[ndim].unpack_from(raw, HEADER_SIZE)
+    shape: tuple[int, ...] = _DIMS[ndim].unpack_from(raw, dims_at)
     if any(dim < 0 for dim in shape):
         raise AIError(msgs.WRONGTYPE_MSG)
     return TensorHeader(DTYPES_BY_CODE[code].name, shape, end)

@@ -133,7 +133,8 @@ def _runs(ai: AIState, stored: tuple[int, int]) -> Fields:
 def _cache(ctx: ServerContext) -> Fields:
     cache = ctx.store.cache
     hits, misses, entries = cache.stats()
-    return [("ai_cache_budget_bytes", cache.budget), ("ai_cache_hits", hits), ("ai_cache_misses", misses),
+    return [("ai_cache_budget_bytes", cache.budget), ("ai_cache_used_bytes", cache.used),
+            ("ai_cache_hits", hits), ("ai_cache_misses", misses),
             ("ai_cache_entries", entries)]
 
 

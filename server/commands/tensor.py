@@ -8,7 +8,9 @@ backends/tensor_args.py (the DAG engine uses the same ones); this module adds th
   tensor in one atomic step (the SET, like RedisAI's overwrite, drops any TTL). A malformed command only reads
   the key's first bytes, to answer WRONGTYPE before the argument error.
 * AI.TENSORGET: one GET, decoded without copying. ``META`` alone reads only the header and the length
-  (GETRANGE + STRLEN), so asking for the shape of a 100 MB tensor does not move 100 MB.
+  (GETRANGE + STRLEN), so asking for the shape of a 100 MB tensor does not move 100 MB. A tensor this server
+  wrote or read before is answered from its copy once a GETRANGE of the stored value's stamp agrees with it
+  (docs/tensor-format.md): a few bytes cross the socket instead of the tensor.
 """
 
 from __future__ import annotations
@@ -95,7 +97,13 @@ async def cmd_tensorget(client: Client, argv: list[bytes]) -> Any:
     keyspace = client.keyspace()
     if isinstance(fmt, AIError) or meta_only(fmt):  # a format error is answered once the key is known
         return meta_answer(fmt, await keyspace.pipeline(meta_reads(argv[1])))
-    return tensor_answer(fmt, await keyspace.call(b"GET", argv[1]))
+    key = argv[1]
+    copy = keyspace.stamped_copy(key)
+    if copy is not None and await keyspace.still_stored(key, copy):
+        return tensor_answer(fmt, copy)
+    raw = await keyspace.call(b"GET", key)
+    keyspace.remember_tensor(key, raw)
+    return tensor_answer(fmt, raw)
 
 
 def meta_only(fmt: TensorGetFormat) -> bool:

@@ -21,7 +21,16 @@ from typing import Final
 
 from backends import errors as msgs
 from backends.objects import GRAPH_MARKER, MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
-from backends.tensor import DTYPES_BY_CODE, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_DIMS
+from backends.tensor import (
+    DTYPES_BY_CODE,
+    FORMAT_VERSION,
+    HEADER_SIZE,
+    MAGIC,
+    MAX_DIMS,
+    STAMPED_PREFIX,
+    UNSTAMPED_VERSION,
+    stamped_prefix,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +62,9 @@ local function tensor_or_free(key, empty_is_free)
   local head = redis.pcall('GETRANGE', key, 0, {HEADER_SIZE - 1})
   if type(head) ~= 'string' then return false end
   if #head == 0 then return empty_is_free or redis.call('EXISTS', key) == 0 end
-  if #head < {HEADER_SIZE} or string.sub(head, 1, 5) ~= {_lua_bytes(MAGIC + bytes([FORMAT_VERSION]))} then
-    return false
-  end
+  if #head < {HEADER_SIZE} or string.sub(head, 1, 4) ~= {_lua_bytes(MAGIC)} then return false end
+  local version = string.byte(head, 5)
+  if version ~= {FORMAT_VERSION} and version ~= {UNSTAMPED_VERSION} then return false end
   return string.byte('{_DTYPE_CODES}', string.byte(head, 6) + 1) == 49
     and string.byte(head, 7) + 256 * string.byte(head, 8) <= {MAX_DIMS}
 end
@@ -89,9 +98,14 @@ for i = 1, checks do
   end
 end
 for i = 1, inputs do
-  if redis.pcall('GET', KEYS[outputs + checks + i]) ~= ARGV[4 + outputs + checks + i] then
-    return redis.error_reply('{STALE_INPUT}')
+  local used, key = ARGV[4 + outputs + checks + i], KEYS[outputs + checks + i]
+  local now
+  if #used == {STAMPED_PREFIX} and string.byte(used, 5) == {FORMAT_VERSION} then
+    now = redis.pcall('GETRANGE', key, 0, {STAMPED_PREFIX - 1})
+  else
+    now = redis.pcall('GET', key)
   end
+  if now ~= used then return redis.error_reply('{STALE_INPUT}') end
 end
 for i = 1, outputs do
   if not tensor_or_free(KEYS[i], empty_is_free) then return {_WRONGTYPE} end
@@ -105,7 +119,9 @@ from our cache, then (ARGV[4] of them) AI.INFO counter keys. ARGV[1]: '1' when a
 may be replaced (outputs of a run, as RedisAI's), '0' when that is WRONGTYPE (AI.TENSORSET); ARGV[2], [3], [4]:
 how many object, input and counter keys follow the tensor keys, each count as a run of that many dots (its
 length is read with no call: ``tonumber`` costs the store ~1k instructions); ARGV[5..]: the encoded tensors, then the
-objects' digests as the run knew them, then the input values the run used, then four numbers per counter key
+objects' digests as the run knew them, then the input values the run used (a stamped tensor's
+``STAMPED_PREFIX`` bytes alone: its stamp names the value, so only that much is read and compared), then four
+numbers per counter key
 (calls, duration µs, samples, errors: RECORD_RUN's).
 The counters are added first, whatever follows (a run is counted even when its write is refused, as when
 RECORD_RUN went beside it). WRONGTYPE (and no tensor written) if any key holds something else than a tensor;
@@ -138,11 +154,18 @@ def set_tensors_call(keys: Sequence[bytes], values: Sequence[bytes], empty_is_fr
         argv.append(digest.encode())
     for key, value in inputs:
         script_keys.append(key)
-        argv.append(value)
+        argv.append(input_check_value(value))
     for _script, counter_keys, numbers in counters:
         script_keys.append(counter_keys[0])
         argv.extend(numbers)
     return SET_TENSORS, script_keys, argv
+
+
+def input_check_value(value: bytes) -> bytes:
+    """What SET_TENSORS compares an input a run took from our cache with: a stamped tensor's prefix (a few
+    bytes, however big the tensor), else the whole value."""
+    prefix = stamped_prefix(value)
+    return value if prefix is None else prefix
 
 
 _ZERO_STATS: Final = ", ".join(f"'{name.decode()}', 0" for name in STAT_FIELDS)

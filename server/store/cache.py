@@ -20,13 +20,15 @@ How it stays coherent:
 
 That is not enough across servers: the store may send the writer its reply before it sends us the push
 (under load, measured: a read through us right after a write through another server saw the old value).
-So the cache serves only what a later step checks: model metadata, and the small input tensors of a run
+So the cache serves only what a later step checks: model metadata, and the input tensors of a run
 (AI.MODELEXECUTE; on a cluster, only inputs in the one slot of the run's outputs). Every output write of a
 run checks, inside the store's write script, that the model still has the digest the run used (STALEMODEL
-otherwise) and that every input the run took from here still holds the value it used (STALEINPUT, compared
-byte for byte); then nothing is written and the run is done again with what the store holds. A command that
-answers a tensor (AI.TENSORGET, a DAG's LOAD) always reads the store: there is no later step to check it
-against. GET entries over TENSOR_ENTRY_LIMIT are not kept.
+otherwise) and that every input the run took from here still holds the value it used (STALEINPUT); then
+nothing is written and the run is done again with what the store holds. A tensor we wrote carries a stamp
+(docs/tensor-format.md): its copy here is compared by its first ``STAMPED_PREFIX`` bytes, so it is kept
+whatever its size (``remember_tensors``: the tensors this server wrote or read, tracked or not), and
+AI.TENSORGET answers from it once a GETRANGE of those bytes agrees. A value without a stamp is compared
+byte for byte, so only those up to TENSOR_ENTRY_LIMIT are kept. A DAG's LOAD always reads the store.
 
 The budget bounds the bytes held over every database together (least recently used first out); values
 over a quarter of it are never cached. ``--cache-mb 0`` turns the cache off.
@@ -46,6 +48,7 @@ import hiredis
 
 from backends import errors as msgs
 from backends.errors import AIError
+from backends.tensor import STAMPED_PREFIX, stamped_prefix
 from server.store.upstream import (
     Hook,
     PendingReplies,
@@ -72,6 +75,7 @@ KEY_NAME_LIMIT: Final = 4096  # longer arguments are values, not key names worth
 # A cached input is sent back to the store with the run's output write, which compares it with the key's
 # value: worth it while that costs less than reading the key would.
 TENSOR_ENTRY_LIMIT: Final = 64 * 1024
+_STAMP_END: Final = str(STAMPED_PREFIX - 1).encode()
 
 
 class TrackingRefused(AIError):
@@ -229,7 +233,8 @@ class DatabaseCache:
 
     def remember(self, entry: tuple[bytes, ...], key: bytes, value: Any, size: int) -> None:
         self.forget_entry(entry)
-        if size > self._budget.limit // 4 or (entry[0] == b"GET" and size > TENSOR_ENTRY_LIMIT):
+        if size > self._budget.limit // 4 or (entry[0] == b"GET" and size > TENSOR_ENTRY_LIMIT
+                                               and stamped_prefix(value) is None):
             return
         self._entries[entry] = (value, size)
         self._by_key.setdefault(key, set()).add(entry)
@@ -385,6 +390,41 @@ class TrackedCache:
         if self.enabled:
             self._db(db).note_written(keys)
 
+    def remember_tensors(self, db: int, keys: Sequence[bytes], values: Sequence[Any]) -> None:
+        """Keep the stamped tensors this server just wrote (or read) at ``keys``: a run takes them as inputs,
+        and AI.TENSORGET answers them, after the stamp check, without the value crossing the socket again."""
+        if not self.enabled:
+            return
+        for key, value in zip(keys, values, strict=True):
+            if isinstance(value, bytes) and stamped_prefix(value) is not None:
+                cache = self._cache_for(db, key)
+                if cache is not None:
+                    cache.remember((b"GET", key), key, value, _size(value))
+
+    def stamped_copy(self, db: int, key: bytes) -> bytes | None:
+        """Our copy of the stamped tensor at ``key`` (None: none held); still to be checked against the store
+        (``still_stored``), which also sees any push on its way: no zero-timeout poll needed here."""
+        cache = self._cache_for(db, key)
+        if cache is None or not cache.holds((b"GET", key)):
+            return None
+        value = cache.lookup((b"GET", key))[1]
+        return value if isinstance(value, bytes) and stamped_prefix(value) is not None else None
+
+    async def still_stored(self, db: int, key: bytes, copy: bytes) -> bool:
+        """Whether the store holds ``copy`` at ``key`` now: a GETRANGE of its stamped prefix, over the tracking
+        connection, so the key is tracked from then on and a write by any client of the store drops the copy.
+        A push that came in before that reply (a write made before the GETRANGE) has dropped it: so the copy
+        must still be held after the reply too."""
+        cache = self._cache_for(db, key)
+        if cache is None:
+            return False
+        (head,) = await cache.link.read([[b"GETRANGE", key, b"0", _STAMP_END]])
+        return head == copy[:STAMPED_PREFIX] and self.stamped_copy(db, key) is copy
+
+    def _cache_for(self, db: int, key: bytes) -> DatabaseCache | None:
+        """The cache ``key``'s entries live in (a cluster: its node's)."""
+        return self._db(db)
+
     def invalidate_for(self, db: int, argv: Sequence[bytes]) -> None:
         """Before we send ``argv`` to the store: drop what it may change (see the module docstring)."""
         if not self._dbs or not argv:
@@ -409,6 +449,11 @@ class TrackedCache:
     def clear(self) -> None:
         for cache in self._dbs.values():
             cache.clear()
+
+    @property
+    def used(self) -> int:
+        """Bytes held now, over every database (never more than ``budget``)."""
+        return self._budget.used
 
     def stats(self) -> tuple[int, int, int]:
         """(hits, misses, entries) over every database, for INFO."""

@@ -199,6 +199,11 @@ class ClusterCache(TrackedCache):
         number = self._number(key)
         return self._dbs.get(number) if number != UNROUTED else None
 
+    def _cache_for(self, db: int, key: bytes) -> DatabaseCache | None:
+        """None: on a cluster the tensors we write or TENSORGET reads are not kept as stamped copies (yet); a
+        run's inputs are cached when read, as GET replies, and checked by their stamp all the same."""
+        return None
+
     def known_tensors(self, db: int, keys: Sequence[bytes]) -> bool:
         for key in keys:
             cache = self._existing(key)

@@ -240,6 +240,21 @@ class Keyspace:
             self._raise_refused(keys, replies[: len(heads)])
         if self._cache is not None:
             self._cache.note_written(self.db, keys)
+            self._cache.remember_tensors(self.db, keys, encoded)
+
+    def stamped_copy(self, key: bytes) -> bytes | None:
+        """The stamped tensor this server last wrote or read at ``key``, if it still holds a copy; whether the
+        store still holds it is the caller's to check (its first ``STAMPED_PREFIX`` bytes)."""
+        return self._cache.stamped_copy(self.db, key) if self._cache is not None else None
+
+    async def still_stored(self, key: bytes, copy: bytes) -> bool:
+        """Whether the store holds the very value ``copy`` (``stamped_copy``'s) at ``key``: its stamp says so."""
+        return self._cache is not None and await self._cache.still_stored(self.db, key, copy)
+
+    def remember_tensor(self, key: bytes, value: Any) -> None:
+        """Keep a copy of the tensor just read at ``key`` (only a stamped one is kept: ``stamped_copy``)."""
+        if self._cache is not None:
+            self._cache.remember_tensors(self.db, [key], [value])
 
     def _raise_refused(self, keys: Sequence[bytes], replies: list[Any]) -> None:
         """The first refusal among a write's replies (WRONGTYPE, STALEMODEL …), its keys dropped from the cache."""

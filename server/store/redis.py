@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, Final
 
 from backends import errors as msgs
 from backends.errors import AIError
+from server.protocol.reply import array_header, bulk_header
 from server.protocol.slot import ReplySlot
 from server.store.cache import TrackedCache
 from server.store.cluster_keys import SlotTags
@@ -400,11 +401,41 @@ class SharedRelay:
             self._connecting.cancel()
 
 
+BIG_ARGUMENT: Final = 64 * 1024
+"""An argument at least this big (a tensor) is written to the store as it is, not copied into a joined buffer."""
+
+
+def has_big_argument(argv: list[bytes]) -> bool:
+    for arg in argv:
+        if len(arg) >= BIG_ARGUMENT:
+            return True
+    return False
+
+
+def pack_vectored(argv: list[bytes]) -> list[bytes]:
+    """``argv`` in RESP as buffers to write one after another: the small parts joined, each big argument
+    left as its own buffer (a 602 KB tensor is not copied once more to be sent)."""
+    out: list[bytes] = []
+    small: list[bytes] = [array_header(len(argv))]
+    for arg in argv:
+        small.append(bulk_header(len(arg)))
+        if len(arg) >= BIG_ARGUMENT:
+            out.append(b"".join(small))
+            out.append(arg)
+            small = [b"\r\n"]
+        else:
+            small.append(arg)
+            small.append(b"\r\n")
+    out.append(b"".join(small))
+    return out
+
+
 class RedisLink:
     """The keyspace's pipelined connection to one database: many requests in flight, replies in order.
 
     One future per ``pipeline`` call (not one per command and a gather), and the commands of every call made
-    in one loop iteration leave in one write: many clients' reads and writes share a syscall."""
+    in one loop iteration leave in one write: many clients' reads and writes share a syscall. A big argument
+    (a tensor) goes out as its own buffer of a vectored write, never joined into a copy."""
 
     def __init__(self, address: StoreAddress, db: int) -> None:
         self._address = address
@@ -413,6 +444,7 @@ class RedisLink:
         self._upstream: UpstreamProtocol | None = None
         self._lock = asyncio.Lock()
         self._outbox: list[bytes] = []
+        self._vectored = False  # the outbox holds a big argument: written as it is, buffer by buffer
 
     async def _ensure(self) -> UpstreamProtocol:
         """The live connection, made by the first of concurrent callers. After the lock's wait it is read
@@ -456,7 +488,11 @@ class RedisLink:
             replies.get_loop().call_soon(self._flush)  # (get_running_loop() would cost a getpid() syscall)
         outbox = self._outbox
         for argv in commands:
-            outbox.append(pack_command(argv))
+            if has_big_argument(argv):
+                outbox.extend(pack_vectored(argv))
+                self._vectored = True
+            else:
+                outbox.append(pack_command(argv))
         return replies
 
     @property
@@ -466,13 +502,20 @@ class RedisLink:
     def _flush(self) -> None:
         """Everything queued in this loop iteration, in one write (to the connection alive now: batches
         queued before a loss were failed by ``_on_lost``, and their commands dropped with the outbox)."""
-        data, self._outbox = b"".join(self._outbox), []
-        if data and self._upstream is not None:
-            self._upstream.write(data)
+        outbox, self._outbox = self._outbox, []
+        upstream = self._upstream
+        if not outbox or upstream is None:
+            return
+        if self._vectored and upstream.transport is not None:
+            self._vectored = False
+            upstream.transport.writelines(outbox)
+        else:
+            upstream.write(b"".join(outbox))
 
     def _on_lost(self, exc: Exception | None) -> None:
         self._upstream = None
         self._outbox = []
+        self._vectored = False
         self._pending.fail_all(AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=lost_detail(exc, self._address))))
 
     def oldest_pending(self) -> object | None:
@@ -487,6 +530,7 @@ class RedisLink:
         next call connects anew instead of queueing behind them."""
         upstream, self._upstream = self._upstream, None
         self._outbox = []
+        self._vectored = False
         if upstream is not None:
             upstream.abandon()
         self._pending.fail_all(AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=detail)))

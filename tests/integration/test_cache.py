@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
+import numpy as np
 import pytest
 import redis
 
@@ -419,16 +420,68 @@ def test_an_input_that_was_not_a_tensor_is_read_again(
     assert _values(ours, "c") == [6, 8]
 
 
-def test_large_inputs_are_not_cached(server: RunningServer) -> None:
-    """An input is sent back with the write to be compared: over 64 KiB, reading it costs less."""
+def test_large_inputs_we_wrote_are_kept_and_checked_by_their_stamp(server: RunningServer) -> None:
+    """A tensor this server wrote is kept whatever its size (up to a quarter of the budget): the run's write
+    compares its stamp, a few bytes, not the value (docs/tensor-format.md)."""
     conn = server.client()
     conn.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_add())
-    conn.execute_command("AI.TENSORSET", "big", "FLOAT", 20000, "BLOB", b"\0" * 80000)
+    big = np.arange(150_000, dtype=np.float32)  # 600 KB
+    conn.execute_command("AI.TENSORSET", "big", "FLOAT", big.size, "BLOB", big.tobytes())
     for _ in range(3):
         conn.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "big", "big", "OUTPUTS", 1, "c")
-    entries = conn.info("ai")["ai_cache_entries"]
+    info = conn.info("ai")
+    assert info["ai_cache_entries"] >= 2 and info["ai_cache_used_bytes"] > big.nbytes  # metadata, input, output
+    hits = info["ai_cache_hits"]
     conn.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "big", "big", "OUTPUTS", 1, "c")
-    assert conn.info("ai")["ai_cache_entries"] == entries == 1  # the model's metadata only
+    assert conn.info("ai")["ai_cache_hits"] >= hits + 2  # the metadata and the input, no read of either
+    assert np.array_equal(np.frombuffer(conn.execute_command("AI.TENSORGET", "c", "BLOB"), np.float32), big * 2)
+
+
+def test_a_big_tensor_replaced_through_another_server_is_never_used_or_served_stale(
+        shared_store: tuple[redis.Redis, redis.Redis, redis.Redis]) -> None:
+    ours, theirs, _direct = shared_store
+    ours.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_double())
+    theirs.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_double())
+    for round_ in range(4):
+        value = np.full(150_000, float(round_), dtype=np.float32)
+        writer = theirs if round_ % 2 else ours
+        writer.execute_command("AI.TENSORSET", "{t}img", "FLOAT", value.size, "BLOB", value.tobytes())
+        for reader in (ours, theirs):
+            reader.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "{t}img", "OUTPUTS", 1, "{t}out")
+            out = np.frombuffer(reader.execute_command("AI.TENSORGET", "{t}out", "BLOB"), np.float32)
+            assert np.array_equal(out, value * 2)
+            got = np.frombuffer(reader.execute_command("AI.TENSORGET", "{t}img", "BLOB"), np.float32)
+            assert np.array_equal(got, value)
+
+
+def test_a_store_flushed_under_a_cached_copy(shared_store: tuple[redis.Redis, redis.Redis, redis.Redis]) -> None:
+    ours, _theirs, direct = shared_store
+    ours.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_double())
+    value = np.ones(150_000, dtype=np.float32)
+    ours.execute_command("AI.TENSORSET", "img", "FLOAT", value.size, "BLOB", value.tobytes())
+    ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "img", "OUTPUTS", 1, "out")
+    assert ours.execute_command("AI.TENSORGET", "img", "BLOB") == value.tobytes()
+    direct.flushall()
+    with pytest.raises(redis.ResponseError, match="tensor key is empty"):
+        ours.execute_command("AI.TENSORGET", "img", "BLOB")
+    ours.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_double())
+    with pytest.raises(redis.ResponseError, match="tensor key is empty"):
+        ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "img", "OUTPUTS", 1, "out")
+    assert direct.exists("out") == 0
+
+
+def test_the_cache_holds_no_more_than_its_byte_budget(store_url: str) -> None:
+    with running_server(Config(port=0, redis_url=store_url, cache_mb=4)) as server:
+        conn = server.client()
+        for i in range(12):
+            value = np.full(150_000, float(i), dtype=np.float32)  # 600 KB each, 7.2 MB in all
+            conn.execute_command("AI.TENSORSET", f"t{i}", "FLOAT", value.size, "BLOB", value.tobytes())
+            info = conn.info("ai")
+            assert 0 < info["ai_cache_used_bytes"] <= info["ai_cache_budget_bytes"] == 4 * 1024 * 1024
+        for i in range(12):
+            got = np.frombuffer(conn.execute_command("AI.TENSORGET", f"t{i}", "BLOB"), np.float32)
+            assert got[0] == float(i) and got.size == 150_000
+        assert conn.info("ai")["ai_cache_used_bytes"] <= 4 * 1024 * 1024
 
 
 def test_writes_by_clients_of_the_store_itself_are_seen(shared_store: tuple[redis.Redis, redis.Redis, redis.Redis]) -> None:

@@ -34,6 +34,13 @@ def stored(dtype_code: int, shape: tuple[int, ...], data: bytes) -> bytes:
         f"<{len(shape)}q", *shape) + data
 
 
+def _unstamped(value: bytes) -> bytes:
+    """A version-2 value as the version-1 encoding of the same tensor: checks that the written header is version
+    2 with a stamp, and drops the stamp (docs/tensor-format.md)."""
+    assert value[4] == 2 and value[8:16] != bytes(8)
+    return value[:4] + b"\x01" + value[5:8] + value[16:]
+
+
 def _error(client: redis.Redis, *args: Any) -> str:
     with pytest.raises(redis.ResponseError) as info:
         client.execute_command(*args)
@@ -189,7 +196,7 @@ def test_a_tensorset_replaces_a_tensor_or_nothing_and_refuses_a_lookalike(client
     has, or more dimensions than a tensor may have, is not a tensor and stays; a tensor written by hand is."""
     lookalikes = {"code0": stored(0, (1,), bytes(4)), "code14": stored(14, (1,), bytes(4)),
                   "code255": stored(255, (1,), bytes(4)), "dims": stored(1, (1,) * 65, bytes(4)),
-                  "version": b"\x89RAI" + bytes([2, 1]) + struct.pack("<H", 1) + struct.pack("<q", 1) + bytes(4)}
+                  "version": b"\x89RAI" + bytes([3, 1]) + struct.pack("<H", 1) + struct.pack("<q", 1) + bytes(4)}
     for key, value in lookalikes.items():
         client.set(key, value)
         assert _error(client, "AI.TENSORSET", key, "FLOAT", 1, "VALUES", 1) == WRONGTYPE
@@ -228,7 +235,8 @@ def test_plain_set_of_a_valid_encoding_is_a_tensor(client: redis.Redis) -> None:
     client.set("strings", stored(10, (2,), b"ab\0\0"))
     assert client.execute_command("AI.TENSORGET", "strings", "VALUES") == [b"ab", b""]
     assert client.execute_command("AI.TENSORSET", "hand", "UINT8", 1, "VALUES", 9) == b"OK"  # a tensor: overwritable
-    assert client.get("hand") == stored(7, (1,), b"\x09")
+    written = client.get("hand")  # written in format version 2: the stamp (8 bytes) before the dims
+    assert written[:8] == b"\x89RAI\x02\x07\x01\x00" and written[16:] == struct.pack("<q", 1) + b"\x09"
     client.set("half", stored(11, (2,), np.array([1, 2], dtype="<f2").tobytes()))  # a dtype RedisAI cannot name
     assert client.execute_command("AI.TENSORGET", "half", "BLOB") == np.array([1, 2], dtype="<f2").tobytes()
     assert _error(client, "AI.TENSORGET", "half", "META") == "unsupported dtype"
@@ -276,16 +284,35 @@ def test_stored_bytes_read_directly_from_redis(server_on_real_redis: tuple[Runni
     running, direct = server_on_real_redis
     conn = running.client()
     conn.execute_command("AI.TENSORSET", "t", "FLOAT", 2, 2, "VALUES", 1, 2, 3, 4)
-    assert direct.get("t") == stored(1, (2, 2), np.array([1, 2, 3, 4], dtype="<f4").tobytes())
+    assert _unstamped(direct.get("t")) == stored(1, (2, 2), np.array([1, 2, 3, 4], dtype="<f4").tobytes())
     conn.execute_command("AI.TENSORSET", "s", "STRING", 3, "VALUES", "a", "", "ccc")
-    assert direct.get("s") == stored(10, (3,), b"a\0\0ccc\0")
+    assert _unstamped(direct.get("s")) == stored(10, (3,), b"a\0\0ccc\0")
     conn.execute_command("AI.TENSORSET", "z", "BOOL", "VALUES", 1)
-    assert direct.get("z") == stored(9, (), b"\x01")
+    assert _unstamped(direct.get("z")) == stored(9, (), b"\x01")
     raw = direct.get("t")
     assert isinstance(raw, bytes)
-    ndim = struct.unpack_from("<H", raw, 6)[0]  # the docs/tensor-format.md reader, by hand
-    shape = struct.unpack_from(f"<{ndim}q", raw, 8)
-    assert np.frombuffer(raw, dtype="<f4", offset=8 + 8 * ndim).reshape(shape).tolist() == [[1, 2], [3, 4]]
+    ndim = struct.unpack_from("<H", raw, 6)[0]  # the docs/tensor-format.md reader, by hand (version 2)
+    shape = struct.unpack_from(f"<{ndim}q", raw, 16)
+    assert np.frombuffer(raw, dtype="<f4", offset=16 + 8 * ndim).reshape(shape).tolist() == [[1, 2], [3, 4]]
     direct.set("by_hand", stored(5, (3,), np.array([-1, 0, 7], dtype="<i4").tobytes()))
     assert conn.execute_command("AI.TENSORGET", "by_hand", "VALUES") == [-1, 0, 7]
     conn.close()
+
+
+@pytest.mark.slow
+def test_a_100_mb_tensor_round_trips_and_one_over_the_stores_bulk_limit_is_refused(client: redis.Redis) -> None:
+    array = np.arange(25 * 1024 * 1024, dtype=np.float32)  # 100 MiB
+    assert client.execute_command("AI.TENSORSET", "huge", "FLOAT", array.size, "BLOB", array.tobytes()) == b"OK"
+    got = client.execute_command("AI.TENSORGET", "huge", "BLOB")
+    assert np.array_equal(np.frombuffer(got, np.float32), array)
+    assert client.execute_command("AI.TENSORGET", "huge", "META") == [b"dtype", b"FLOAT", b"shape", [array.size]]
+    limit = str(client.config_get("proto-max-bulk-len")["proto-max-bulk-len"])
+    client.config_set("proto-max-bulk-len", str(1024 * 1024))
+    try:
+        with pytest.raises(redis.ResponseError, match="invalid bulk length"):
+            client.execute_command("AI.TENSORSET", "over", "FLOAT", 600_000, "BLOB", bytes(2_400_000))
+    finally:
+        client.config_set("proto-max-bulk-len", limit)
+    assert client.exists("over") == 0
+    assert client.execute_command("AI.TENSORSET", "after", "FLOAT", 2, "VALUES", 1, 2) == b"OK"
+    assert client.execute_command("AI.TENSORGET", "after", "VALUES") == [b"1", b"2"]

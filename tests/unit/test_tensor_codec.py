@@ -26,6 +26,7 @@ from backends.tensor import (
     encode_tensor_parts,
     looks_like_tensor,
     read_header,
+    stamped_prefix,
     string_tensor,
     zeros,
 )
@@ -65,12 +66,32 @@ def test_dtype_table_is_what_the_format_documents() -> None:
 def test_header_bytes_exactly() -> None:
     tensor = Tensor.from_numpy(np.array([[1, 2, 3], [4, 5, 6]], dtype=np.int16))
     raw = encode_tensor(tensor)
-    assert raw[:8] == b"\x89RAI\x01\x04\x02\x00"
-    assert raw[8:24] == struct.pack("<qq", 2, 3)
-    assert raw[24:] == np.arange(1, 7, dtype="<i2").tobytes()
-    assert encode_header("FLOAT", ()) == MAGIC + b"\x01\x01\x00\x00"
+    assert raw[:8] == b"\x89RAI\x02\x04\x02\x00"
+    assert len(raw[8:16]) == 8 and raw[8:16] != bytes(8)  # the write's stamp
+    assert raw[16:32] == struct.pack("<qq", 2, 3)
+    assert raw[32:] == np.arange(1, 7, dtype="<i2").tobytes()
+    assert encode_header("FLOAT", (), b"stamp_01") == MAGIC + b"\x02\x01\x00\x00stamp_01"
     header, data = encode_tensor_parts(tensor)
-    assert header + bytes(data) == raw
+    assert header[8:16] != raw[8:16]  # every write is stamped anew
+    assert header[:8] + header[16:] + bytes(data) == raw[:8] + raw[16:]
+
+
+def test_version_1_values_are_still_read() -> None:
+    """Tensors written before the stamp (format version 1: the dims right after the first 8 bytes)."""
+    raw = b"\x89RAI\x01\x04\x02\x00" + struct.pack("<qq", 2, 3) + np.arange(1, 7, dtype="<i2").tobytes()
+    assert looks_like_tensor(raw[:8])
+    decoded = decode_tensor(raw)
+    assert decoded.dtype == "INT16" and decoded.shape == (2, 3)
+    assert np.array_equal(decoded.to_numpy(), np.arange(1, 7, dtype=np.int16).reshape(2, 3))
+    assert stamped_prefix(raw) is None
+
+
+def test_the_stamped_prefix_names_a_write() -> None:
+    tensor = Tensor.from_numpy(np.zeros(4, dtype=np.float32))
+    first, second = encode_tensor(tensor), encode_tensor(tensor)
+    assert first[16:] == second[16:] and stamped_prefix(first) == first[:16] != stamped_prefix(second)
+    unstamped = first[:8] + bytes(8) + first[16:]
+    assert stamped_prefix(unstamped) is None and decode_tensor(unstamped).shape == (4,)
 
 
 @pytest.mark.parametrize("name", list(NUMERIC))
@@ -188,7 +209,7 @@ def test_header_probes() -> None:
     raw = encode_tensor(Tensor.from_numpy(np.zeros((3, 5), dtype=np.uint8)))
     assert looks_like_tensor(raw[:8]) and not looks_like_tensor(raw[:7]) and not looks_like_tensor(b"abcdefgh")
     header = read_header(raw[:40])
-    assert (header.dtype, header.shape, header.data_offset) == ("UINT8", (3, 5), 24)
+    assert (header.dtype, header.shape, header.data_offset) == ("UINT8", (3, 5), 32)  # 16 + 2 dims
     check_length(header, len(raw))
     with pytest.raises(AIError):
         check_length(header, len(raw) - 1)
