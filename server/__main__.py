@@ -14,6 +14,7 @@ from server.app import Server
 from server.config import Config, ConfigError, load_config, requested_action
 from server.ops.banner import version_text
 from server.ops.logs import setup_logging
+from server.ops.native_log import capture_native_stderr
 
 GC_YOUNG_THRESHOLD = 20_000
 
@@ -62,6 +63,7 @@ def serve(config: Config) -> int:
         loop_factory = uvloop.new_event_loop
     except ImportError:
         logging.getLogger("redisai.server").info("uvloop not installed; using the asyncio event loop")
+    capture_native_stderr(config)  # (per process, after the supervisor's fork: it starts a thread)
     tune_garbage_collector()
     server: Server | None = None
     try:
