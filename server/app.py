@@ -9,6 +9,7 @@ store. A second signal skips the wait. Start and shutdown are logged at notice.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -19,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from backends.errors import AIError
-from server.ai.state import AIState
+from server.ai.state import AIState, RunStats
 from server.commands.context import ServerContext
 from server.commands.table import COMMAND_TABLE
 from server.compiled import describe_build
@@ -71,6 +72,7 @@ class Server:
         self.ctx = ServerContext(config=config, store=make_store(config), commands=COMMAND_TABLE,
                                  ai=AIState.from_config(config))
         self.ctx.metrics = make_metrics(self.ctx)
+        self.ctx.ai.models.on_loaded = self.ctx.ai.scripts.on_loaded = functools.partial(remember_labels, self.ctx.ai)
         self.ctx.request_shutdown = self.stop
         self.health = Health(self.ctx)
         self.ops: OpsEndpoint | None = None
@@ -280,6 +282,17 @@ class Server:
         if self.config.unixsocket and os.path.exists(self.config.unixsocket):
             os.unlink(self.config.unixsocket)
         log.info("shut down")
+
+
+def remember_labels(ai: AIState, key: bytes, kind: str, backend: str, device: str) -> None:
+    """A model or script this process loaded from the store (stored through another worker or server, or before
+    a restart) gets this process's record, as one stored here does: its runs' metrics and ``run failed`` lines
+    carry its type and device (they were empty). A record that says otherwise (re-stored elsewhere on another
+    device) starts afresh, as a re-store here does."""
+    known = ai.stats.get(key)
+    kind = kind.upper()
+    if known is None or (known.kind, known.backend, known.device) != (kind, backend, device):
+        ai.stats[key] = RunStats(key, kind, backend, device, known.tag if known is not None else b"")
 
 
 def make_metrics(ctx: ObservedServer) -> Metrics:

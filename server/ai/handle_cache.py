@@ -30,6 +30,7 @@ class HandleCache(ABC, Generic[MetaT, HandleT]):
         self._capacity = capacity
         self._built: OrderedDict[Hashable, HandleT] = OrderedDict()
         self._building: dict[Hashable, asyncio.Task[HandleT]] = {}
+        self.on_loaded: Callable[[bytes, str, str, str], None] | None = None  # (key, kind, backend, device) of a build
 
     @abstractmethod
     def cache_key(self, meta: MetaT) -> Hashable:
@@ -79,6 +80,8 @@ class HandleCache(ABC, Generic[MetaT, HandleT]):
         started = time.perf_counter()
         handle = await self.build(meta, payload)
         self.put(meta, handle)
+        if self.on_loaded is not None:  # (server/app.py: this process's labels of an object stored by another)
+            self.on_loaded(key, *self.describe(meta))
         if log.isEnabledFor(logging.INFO):
             kind, backend, device = self.describe(meta)
             log.info("%s loaded", kind, extra={"fields": {
