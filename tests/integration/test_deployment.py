@@ -29,7 +29,7 @@ from tests.support import free_port, redis_server_process, server_process, wait_
 ROOT = Path(__file__).resolve().parents[2]
 
 
-SERVER_SERVICES = ("redisai", "redisai-replica", "redisai-cluster-1", "redisai-cluster-2")
+SERVER_SERVICES = ("redisai", "redisai-second", "redisai-cluster-1", "redisai-cluster-2")
 # A bound on a server start, not a speed check: the suite runs beside two other servers starting on 2 cores.
 START_TIMEOUT_S = 60
 _VARIABLE = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}")
@@ -59,13 +59,13 @@ def _dockerfile_arg(name: str) -> str:
 
 def test_compose_services_ports_and_commands() -> None:
     services = _compose()["services"]
-    redis_service, server, replica = services["redis"], services["redisai"], services["redisai-replica"]
+    redis_service, server, replica = services["redis"], services["redisai"], services["redisai-second"]
     assert redis_service["image"].startswith("redis:")
     assert "--appendonly" in redis_service["command"] and "yes" in redis_service["command"]
     assert any(volume.endswith(":/data") for volume in redis_service["volumes"])
     assert [port[1:] for port in _published(server, {})] == [(6379, 6379), (9100, 9100)]
     assert [port[1:] for port in _published(replica, {})] == [(6380, 6379), (9101, 9100)]
-    assert replica["profiles"] == ["replicas"]
+    assert replica["profiles"] == ["second-server"]
     for service in (server, replica):
         command = service["command"]
         assert command[command.index("--redis-url") + 1] == "redis://redis:6379/0"
@@ -106,14 +106,14 @@ def test_ports_are_published_on_loopback_unless_an_address_is_given() -> None:
 
 def test_the_metrics_port_is_published() -> None:
     services = _compose()["services"]
-    for name in ("redisai", "redisai-replica"):
+    for name in ("redisai", "redisai-second"):
         metrics = int(services[name]["environment"]["REDISAI_METRICS_PORT"])
         assert metrics in [container for _, _, container in _published(services[name], {})], name
     assert re.search(r"^EXPOSE .*\b9100\b", (ROOT / "Dockerfile").read_text(), re.MULTILINE)
 
 
 def test_every_server_service_builds_or_reuses_one_image() -> None:
-    """``image:`` alone fails when the image was never built (``docker compose --profile replicas up`` on a
+    """``image:`` alone fails when the image was never built (``docker compose --profile second-server up`` on a
     fresh machine); each server service builds the same context under the same tag, with the torch index."""
     services = _compose()["services"]
     builds = [services[name]["build"] for name in SERVER_SERVICES]
@@ -228,7 +228,7 @@ def test_compose_command_lines_against_a_real_redis(real_redis_url: str) -> None
     direct.flushall()
     metrics = free_port()
     with _compose_server(services["redisai"], real_redis_url, free_port(), metrics_port=metrics) as first, \
-            _compose_server(services["redisai-replica"], real_redis_url, free_port(), metrics_port=free_port()) as second:
+            _compose_server(services["redisai-second"], real_redis_url, free_port(), metrics_port=free_port()) as second:
         one, two = redis.Redis(port=first, protocol=2), redis.Redis(port=second, protocol=2)
         assert one.execute_command("AI.TENSORSET", "shared", "FLOAT", 2, "VALUES", 1, 2) == b"OK"
         assert two.execute_command("AI.TENSORGET", "shared", "VALUES") == [b"1", b"2"]
@@ -303,7 +303,7 @@ def test_compose_cluster_servers_against_a_real_cluster(redis_cluster: LocalClus
 
 def test_compose_healthchecks_are_readiness_with_the_servers_port() -> None:
     services = _compose()["services"]
-    for name in ("redisai", "redisai-replica", "redisai-cluster-1", "redisai-cluster-2"):
+    for name in ("redisai", "redisai-second", "redisai-cluster-1", "redisai-cluster-2"):
         service = services[name]
         test, command = service["healthcheck"]["test"], [str(arg) for arg in service["command"]]
         assert test[:3] == ["CMD", "redisai-server", "--healthcheck"], name
@@ -365,3 +365,24 @@ def test_make_venv_takes_torch_from_the_index_given() -> None:
     plain = subprocess.run(["make", "-n", "-B", "venv"], cwd=ROOT, check=True, capture_output=True, text=True,
                            timeout=60).stdout
     assert "--index-url" not in plain and "torch==2.13.0" in plain
+
+
+def test_the_build_context_holds_only_what_the_dockerfile_copies() -> None:
+    """.dockerignore: .venv, .clients, build/ and the tests stay out of `docker compose up --build`'s context."""
+    lines = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert lines[0] == "*"
+    let_in = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
+    copied = set()
+    for found in re.finditer(r"^COPY (.+) \S+$", (ROOT / "Dockerfile").read_text(), re.MULTILINE):
+        copied.update(found.group(1).split())
+    assert copied <= let_in and not {".venv", ".clients", "build", "tests"} & let_in, (copied, let_in)
+    assert "**/*.so" in lines
+
+
+def test_every_cluster_node_keeps_its_data_in_a_volume() -> None:
+    compose = _compose()
+    for name in ("redis-c1", "redis-c2", "redis-c3"):
+        volumes = compose["services"][name]["volumes"]
+        assert len(volumes) == 1 and volumes[0] == f"{name}-data:/data", (name, volumes)
+        assert f"{name}-data" in compose["volumes"]
