@@ -373,7 +373,7 @@ def test_the_build_context_holds_only_what_the_dockerfile_copies() -> None:
              if line.strip() and not line.startswith("#")]
     assert lines[0] == "*"
     let_in = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
-    copied = set()
+    copied: set[str] = set()
     for found in re.finditer(r"^COPY (.+) \S+$", (ROOT / "Dockerfile").read_text(), re.MULTILINE):
         copied.update(found.group(1).split())
     assert copied <= let_in and not {".venv", ".clients", "build", "tests"} & let_in, (copied, let_in)
