@@ -34,10 +34,10 @@ def stored(dtype_code: int, shape: tuple[int, ...], data: bytes) -> bytes:
         f"<{len(shape)}q", *shape) + data
 
 
-def _unstamped(value: bytes) -> bytes:
+def _unstamped(value: Any) -> bytes:
     """A version-2 value as the version-1 encoding of the same tensor: checks that the written header is version
     2 with a stamp, and drops the stamp (docs/tensor-format.md)."""
-    assert value[4] == 2 and value[8:16] != bytes(8)
+    assert isinstance(value, bytes) and value[4] == 2 and value[8:16] != bytes(8)
     return value[:4] + b"\x01" + value[5:8] + value[16:]
 
 
