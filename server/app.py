@@ -30,6 +30,7 @@ from server.ops.banner import banner, parse_store_version
 from server.ops.health import Health
 from server.ops.http import OpsEndpoint
 from server.ops.metrics import Metrics, ObservedServer
+from server.ops.preload import Preload, start_preload
 from server.store.cluster import ClusterStore
 from server.store.deadline import within
 from server.store.embedded import EmbeddedStore
@@ -81,6 +82,7 @@ class Server:
         self._listeners: list[asyncio.Server] = []
         self._stopping: asyncio.Event | None = None
         self._stall_watch: asyncio.Task[None] | None = None
+        self._preload: asyncio.Task[Preload] | None = None
         self._forced = False
         self.ports: list[int] = []
 
@@ -94,6 +96,7 @@ class Server:
             await self._unless_stopped(self._read_store_version())
             await self._listen()
             self._watch_store()
+            self._start_preload()
         except BaseException:
             for listener in self._listeners:
                 listener.close()
@@ -139,6 +142,12 @@ class Server:
             watch = StallWatch(self.config.store_timeout_ms, lambda: single_store_channels(store, self.ctx.clients),
                                store.address.describe, lambda: store.link(store.default_db).pipeline([[b"PING"]]))
             self._stall_watch = asyncio.get_running_loop().create_task(watch.run())
+
+    def _start_preload(self) -> None:
+        """--preload: load the matching stored models and scripts now; /readyz waits for them (ops/preload.py)."""
+        if self.config.preload:
+            keyspace = self.ctx.keyspace(self.ctx.store.default_db)
+            self.health.preload, self._preload = start_preload(self.ctx.ai, keyspace, self.config.preload)
 
     async def _read_store_version(self) -> None:
         """What the store is (INFO server): INFO, HELLO and the banner report it truthfully."""
@@ -264,6 +273,8 @@ class Server:
         await self.health.stop_watch()
         if self._stall_watch is not None:
             self._stall_watch.cancel()
+        if self._preload is not None:
+            self._preload.cancel()
         for listener in self._listeners:
             listener.close()
         if self.ops is not None:

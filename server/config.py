@@ -131,6 +131,9 @@ OPTIONS: tuple[Option, ...] = (
            "commands then fail with 'ERR backing store unavailable: ... did not answer within N ms' and the "
            "connection is made anew; at start, connecting and the first answer are bounded by it (exit 1). "
            "Blocking commands (BLPOP k 0) keep waiting while the store answers a PING."),
+    Option("preload", _text, "", "Warm start: at start, load the stored models and scripts whose keys match this "
+           "glob (Redis MATCH syntax, e.g. 'resnet*' or '*') onto their devices; /readyz says 'preloading: ...' until "
+           "they are loaded. Empty (the default): each loads on first use. Also AI.CONFIG PRELOAD pattern."),
     Option("dir", _text, "", "Embedded store only: keep its data in this directory (AOF, appendfsync everysec, "
            "and RDB), so a restart finds every key. Empty (the default): nothing is written to disk."),
     Option("store-bin", _text, "", "Embedded store only: the valkey-server or redis-server binary to run. "
@@ -192,6 +195,7 @@ class Config:
     cluster_seeds: str = ""
     cluster_node_timeout_ms: int = 3000
     store_timeout_ms: int = 5000
+    preload: str = ""
     dir: str = ""
     store_bin: str = ""
     cache_mb: int = 64

@@ -4,6 +4,7 @@
     AI.CONFIG LOADBACKEND <TF|TFLITE|TORCH|ONNX> <path>
     AI.CONFIG MODEL_CHUNK_SIZE <bytes>
     AI.CONFIG SCRIPT_EXECUTION_TIMEOUT <ms>   (ours)
+    AI.CONFIG PRELOAD <pattern>               (ours)
     AI.CONFIG GET <name>
 
 Grammar, replies and error texts are RedisAI 1.2.7's. THREADS_PER_QUEUE, INTER_OP_PARALLELISM,
@@ -11,7 +12,9 @@ INTRA_OP_PARALLELISM, MODEL_EXECUTION_TIMEOUT and BACKEND_MEMORY_LIMIT are load-
 flags, environment, config file): setting them here is ``ERR unsupported subcommand``, as in RedisAI. Our
 extensions: ``AI.CONFIG GET`` answers their values, where RedisAI answers null; SCRIPT_EXECUTION_TIMEOUT (the
 longest a script op may run before it is answered TIMEDOUT and its worker abandoned, dag/watchdog.py; 0 = no
-limit) is set at start by ``--script-execution-timeout`` and can be changed here.
+limit) is set at start by ``--script-execution-timeout`` and can be changed here. PRELOAD loads the stored
+models and scripts whose keys match a glob into this process now, as ``--preload`` does at start
+(server/ops/preload.py), and answers once they are loaded: ``["loaded", n, "failed", [key, error, ...]]``.
 
 LOADBACKEND loads our backend of that name (TF, TFLITE, TORCH, ONNX) through the backend registry; the path
 is accepted and ignored, since our backends are Python packages, not shared objects. A runtime that is not
@@ -32,20 +35,22 @@ from backends import errors as msgs
 from backends.errors import AIError, wrong_arity
 from backends.registry import BACKEND_IMPORTS, BackendRegistry, parse_backend
 from server.ai.state import AIState
+from server.ops.preload import Preload, run_preload
 from server.protocol.reply import OK, Status
 from server.protocol.request import parse_strict_int
 
 if TYPE_CHECKING:
     from server.commands.context import Client
+    from server.store.keyspace import Keyspace
 
 
 @dataclass(frozen=True, slots=True)
 class ConfigRequest:
     """One parsed AI.CONFIG call."""
 
-    action: str  # LOADBACKEND | BACKENDSPATH | MODEL_CHUNK_SIZE | SCRIPT_EXECUTION_TIMEOUT | GET
+    action: str  # LOADBACKEND | BACKENDSPATH | MODEL_CHUNK_SIZE | SCRIPT_EXECUTION_TIMEOUT | PRELOAD | GET
     name: str = ""  # the backend (LOADBACKEND) or the parameter (GET), upper case
-    path: bytes = b""  # BACKENDSPATH's value, LOADBACKEND's path
+    path: bytes = b""  # BACKENDSPATH's value, LOADBACKEND's path, PRELOAD's pattern
     chunk_size: int = 0  # MODEL_CHUNK_SIZE's bytes, SCRIPT_EXECUTION_TIMEOUT's milliseconds
 
 
@@ -58,6 +63,10 @@ def parse_config(argv: list[bytes]) -> ConfigRequest:
         if len(argv) < 4:
             raise wrong_arity(argv[0].decode(errors="replace"))
         return ConfigRequest("LOADBACKEND", name=parse_backend(argv[2]), path=argv[3])
+    if sub == b"PRELOAD":
+        if len(argv) < 3:
+            raise wrong_arity(argv[0].decode(errors="replace"))
+        return ConfigRequest("PRELOAD", path=argv[2])
     if sub == b"BACKENDSPATH":
         if len(argv) < 3:
             raise AIError(msgs.CONFIG_BACKENDSPATH_MISSING_MSG)
@@ -86,12 +95,24 @@ def _parse_number_setting(name: str, argv: list[bytes]) -> ConfigRequest:
 
 def cmd_config(client: Client, argv: list[bytes]) -> Any:
     """AI.CONFIG BACKENDSPATH path | LOADBACKEND backend path | MODEL_CHUNK_SIZE bytes | SCRIPT_EXECUTION_TIMEOUT ms
-    | GET name"""
+    | PRELOAD pattern | GET name"""
     req = parse_config(argv)
     ai = client.ctx.ai
     if req.action == "LOADBACKEND":
         return load_backend(ai.backends, req.name)
+    if req.action == "PRELOAD":
+        return preload_now(ai, client.keyspace(), req.path)
     return apply_config(ai, req)
+
+
+async def preload_now(ai: AIState, keyspace: Keyspace, pattern: bytes) -> list[Any]:
+    """AI.CONFIG PRELOAD pattern: load the matching stored models and scripts into this process, then say how
+    many loaded and which failed (with their errors), so a deploy step can wait for a warm process."""
+    done = await run_preload(ai, keyspace, Preload(pattern.decode("utf-8", errors="surrogateescape")))
+    failed: list[Any] = []
+    for key, error in done.failed.items():
+        failed += [key, error]
+    return [b"loaded", done.loaded, b"failed", failed]
 
 
 def apply_config(ai: AIState, req: ConfigRequest) -> Any:

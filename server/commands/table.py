@@ -193,10 +193,11 @@ COMMAND_TABLE: Mapping[str, CommandSpec] = MappingProxyType({
                    summary="Returns a model's, script's or graph's run statistics, or resets them.",
                    usage="AI.INFO key [RESETSTAT]", after_relays=True),
         ai_command("AI.CONFIG", config.cmd_config, flags=("write",), since="1.0.0",
-                   complexity="O(1); LOADBACKEND: the time to import the backend",
+                   complexity="O(1); LOADBACKEND: the time to import the backend; PRELOAD: the time to load the models",
                    summary="Sets or gets RedisAI's run-time settings; loads a backend.",
-                   usage="AI.CONFIG BACKENDSPATH path | LOADBACKEND backend path | MODEL_CHUNK_SIZE bytes | GET name",
-                   after_relays=True),  # LOADBACKEND returns a coroutine (the import runs off the loop)
+                   usage="AI.CONFIG BACKENDSPATH path | LOADBACKEND backend path | MODEL_CHUNK_SIZE bytes "
+                         "| PRELOAD pattern | GET name",
+                   after_relays=True),  # LOADBACKEND and PRELOAD return a coroutine (the loads run off the loop)
         ai_command("AI.SCRIPTSTORE", store_log.cmd_scriptstore, flags=("write", "denyoom"), keys=_ONE_KEY,
                    key_specs=_WRITES_KEY, complexity=_SOURCE,
                    summary="Stores a TorchScript script (its source and entry points) under a key.",

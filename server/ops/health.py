@@ -8,7 +8,8 @@ PING keeps its Redis meaning (this process answers) and says nothing about the s
   reason), and a SCAN (a store still LOADING its data after a restart is a reason too);
 * every backend the stored models and scripts need can load: a backend not loaded yet is loaded now, off the
   event loop (the first probe after a start warms torch, say), and one that cannot load is a reason;
-* the server is not shutting down.
+* the server is not shutting down;
+* ``--preload``'s models and scripts are loaded (``not ready: preloading: 2 of 5 loaded, waiting for …``).
 
 The store watch PINGs the store every ``WATCH_INTERVAL_S`` and logs the moment it is lost and regained (at
 warning and notice), whoever else notices: a store nobody sends commands to is watched too. A store regained
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from backends.errors import AIError
 from server.ops.banner import parse_store_version
+from server.ops.preload import Preload
 from server.store.stored_objects import backends_needed
 
 if TYPE_CHECKING:
@@ -75,12 +77,15 @@ class Health:
         self._watch: asyncio.Task[None] | None = None
         self.store_up = True
         self._lost_at = 0.0
+        self.preload: Preload | None = None  # --preload's progress: not ready until it is done
 
     async def readiness(self) -> Verdict:
         """Ready, or the first reason not to be (shutting down, the store, a backend)."""
         if self.ctx.shutting_down:
             return Verdict(False, "shutting down")
         problem = await self.store_problem()
+        if not problem and self.preload is not None:
+            problem = self.preload.reason()
         if not problem:
             problem = await self._backends_problem()
         return Verdict(not problem, problem)
