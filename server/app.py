@@ -98,6 +98,9 @@ class Server:
             self._watch_store()
             self._start_preload()
         except BaseException:
+            for task in (self._stall_watch, self._preload):
+                if task is not None:
+                    task.cancel()
             for listener in self._listeners:
                 listener.close()
             await self.ctx.store.close()
