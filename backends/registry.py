@@ -6,7 +6,10 @@ the commands that need it, and availability can be reported without importing an
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.machinery
+import importlib.metadata
 import importlib.util
 import os
 import threading
@@ -29,6 +32,13 @@ RUNTIME_PACKAGES = {
     "TFLITE": ("ai_edge_litert", "tflite_runtime"),
     "TORCH": ("torch",),
     "ONNX": ("onnxruntime",),
+}
+# The distributions that may provide a backend's runtime, first match wins (CPU and GPU builds of each).
+RUNTIME_DISTRIBUTIONS = {
+    "TORCH": ("torch",),
+    "ONNX": ("onnxruntime", "onnxruntime-gpu"),
+    "TF": ("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
+    "TFLITE": ("ai-edge-litert", "tflite-runtime"),
 }
 
 
@@ -91,10 +101,55 @@ class BackendRegistry:
 def _installed(package: str) -> bool:
     """Whether ``package`` can be imported, found without importing it (an import hook that refuses it, or a
     half-imported module without a spec, counts as not installed)."""
+    return _find_spec(package) is not None
+
+
+def runtime_version(name: str) -> str:
+    """Backend ``name``'s runtime version as the runtime itself reports it once imported, found without
+    importing it (the start banner must stay light); ``installed`` when nothing says.
+
+    torch's is read from its ``torch/version.py``: PyPI's CUDA wheels carry ``2.11.0`` in their metadata while
+    ``torch.__version__`` (what AI.INFO and ``INFO ai`` show once the backend is loaded) is ``2.11.0+cu130``.
+    """
+    if name == "TORCH":
+        spec = _find_spec("torch")
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        built = torch_build_version(locations[0]) if locations else ""
+        if built:
+            return built
+    for dist in RUNTIME_DISTRIBUTIONS.get(name, ()):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "installed"
+
+
+def torch_build_version(package_dir: str) -> str:
+    """``__version__`` as written in ``<package_dir>/version.py`` (torch generates it at build time, local tag
+    included: ``+cpu``, ``+cu130``); ``""`` when the file or the line is missing."""
     try:
-        return importlib.util.find_spec(package) is not None
+        with open(os.path.join(package_dir, "version.py"), encoding="utf-8") as handle:
+            lines = handle.readlines()
+    except OSError:
+        return ""
+    for line in lines:
+        target, _, value = line.partition("=")
+        if target.strip() == "__version__":
+            try:
+                parsed = ast.literal_eval(value.strip())
+            except (ValueError, SyntaxError):
+                return ""
+            return parsed if isinstance(parsed, str) else ""
+    return ""
+
+
+def _find_spec(package: str) -> importlib.machinery.ModuleSpec | None:
+    """``package``'s spec without importing it; None when it cannot be found."""
+    try:
+        return importlib.util.find_spec(package)
     except (ImportError, ValueError):
-        return False
+        return None
 
 
 def parse_backend(raw: bytes) -> str:

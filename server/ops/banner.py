@@ -2,29 +2,21 @@
 
 Usage: ``redisai-server --version``; the banner is logged at notice by every start.
 
-Nothing here imports a runtime: backend versions come from the installed distributions' metadata, GPUs from the
+Nothing here imports a runtime: backend versions come from the installed files (backends/registry.py), GPUs from the
 NVIDIA driver's /proc entries, so the banner costs milliseconds and ``import server`` stays light.
 """
 
 from __future__ import annotations
 
 import glob
-import importlib.metadata
 import os
 import platform
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from backends.registry import BackendRegistry
+from backends.registry import BackendRegistry, runtime_version
 from server.config import REDISAI_COMPAT_VERSION, VERSION, Config
 
-# The distributions that may provide a backend's runtime, first match wins (CPU and GPU builds of each).
-RUNTIME_DISTRIBUTIONS = {
-    "TORCH": ("torch",),
-    "ONNX": ("onnxruntime", "onnxruntime-gpu"),
-    "TF": ("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
-    "TFLITE": ("ai-edge-litert", "tflite-runtime"),
-}
 NVIDIA_GPUS = "/proc/driver/nvidia/gpus/*/information"
 
 
@@ -71,18 +63,9 @@ def redact_url(url: str) -> str:
 
 
 def backend_versions(registry: BackendRegistry) -> list[tuple[str, str]]:
-    """(backend, runtime version) of every backend whose runtime is installed, without importing it."""
-    found = []
-    for name in registry.available():
-        version = "installed"
-        for dist in RUNTIME_DISTRIBUTIONS.get(name, ()):
-            try:
-                version = importlib.metadata.version(dist)
-                break
-            except importlib.metadata.PackageNotFoundError:
-                continue
-        found.append((name, version))
-    return found
+    """(backend, runtime version) of every backend whose runtime is installed, without importing it; the
+    version as the runtime reports it (``+cu130`` included: backends/registry.py, ``runtime_version``)."""
+    return [(name, runtime_version(name)) for name in registry.available()]
 
 
 def gpu_names() -> list[str]:

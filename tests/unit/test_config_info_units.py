@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 from pathlib import Path
 
 import pytest
 
 from backends.errors import AIError
-from backends.registry import BackendRegistry, default_backends_path
+from backends.registry import (
+    RUNTIME_DISTRIBUTIONS,
+    BackendRegistry,
+    default_backends_path,
+    runtime_version,
+    torch_build_version,
+)
 from server.ai.state import AIState
 from server.commands.config import ConfigRequest, parse_config
 from server.commands.info_ai import queue_field_name
@@ -49,9 +56,35 @@ def test_parse_config() -> None:
         parse_config([b"AI.CONFIG", b"LOADBACKEND", b"PYTORCH", b"p"])
 
 
+def _distribution_installed(name: str) -> bool:
+    try:
+        importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 def test_registry_reports_available_without_loading() -> None:
+    """Available = installed (asked of the distributions here, not of the import system as the registry does);
+    the versions reported before loading are the ones the loaded backends report (``+cu130`` included)."""
     registry = BackendRegistry()
-    assert set(registry.available()) == {"TF", "TFLITE", "TORCH", "ONNX"} and registry.loaded() == {}
+    installed = {name for name, dists in RUNTIME_DISTRIBUTIONS.items() if any(map(_distribution_installed, dists))}
+    assert set(registry.available()) == installed and registry.loaded() == {}
+    light = [name for name in ("TORCH", "ONNX") if name in installed]  # TF takes seconds to import
+    before = {name: runtime_version(name) for name in light}
+    assert registry.loaded() == {}
+    for name in light:
+        registry.get(name)
+    assert registry.loaded() == before
+
+
+def test_torch_version_keeps_the_builds_local_tag(tmp_path: Path) -> None:
+    """PyPI's CUDA wheel says 2.11.0 in its metadata and 2.11.0+cu130 in torch.__version__: the latter counts."""
+    (tmp_path / "version.py").write_text("from typing import Optional\n__version__ = '2.11.0+cu130'\n"
+                                         "cuda: Optional[str] = '13.0'\n")
+    assert torch_build_version(str(tmp_path)) == "2.11.0+cu130"
+    (tmp_path / "version.py").write_text("__version__ = get_version()\n")
+    assert torch_build_version(str(tmp_path)) == "" and torch_build_version(str(tmp_path / "none")) == ""
 
 
 def test_info_groups_follow_redis() -> None:
