@@ -120,6 +120,9 @@ EMBEDDED_STORE_PRIVATE_FMT = ("ERR '{cmd}' is not allowed: the embedded store be
                               "Redis and use --redis-url to administer it)")
 NO_SHUTDOWN_IN_PROGRESS_MSG = "ERR No shutdown in progress."
 UPSTREAM_DOWN_MSG = "ERR backing store unavailable: {detail}"
+# a tensor the store would refuse as a protocol error (and close the connection over): refused before it is sent
+OVER_STORE_BULK_MSG = ("ERR Protocol error: invalid bulk length: the stored tensor would be {size} bytes, over the "
+                       "store's proto-max-bulk-len of {limit}")
 INTERNAL_MSG = "ERR internal error: {detail}"
 PUBSUB_CONTEXT_FMT = (
     "ERR Can't execute '{cmd}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET "

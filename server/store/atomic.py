@@ -239,7 +239,36 @@ return redis.status_reply('OK')
 """AI.INFO … RESETSTAT: KEYS[1] a model, script or graph, KEYS[2] its stats key. Zeroes the counters, or
 answers ``cannot find run info`` (nothing written) unless both are there, with one run-info id."""
 
-SCRIPTS: Final = (SET_TENSORS, STORE_OBJECT, DELETE_OBJECT, RECORD_RUN, RESET_STATS)
+STAGE_PREFIX: Final = b"__redisai_stage__:"
+
+FINISH_STAGED: Final = StoreScript("finish_staged", (_TENSOR_OR_FREE + f"""
+if not tensor_or_free(KEYS[1], ARGV[1] == '1') then
+  redis.call('DEL', KEYS[2])
+  return {_WRONGTYPE}
+end
+redis.call('RENAME', KEYS[2], KEYS[1])
+redis.call('PERSIST', KEYS[1])
+return 1
+""").encode())
+"""The second half of a staged tensor write (``staged_write``): KEYS[1] the tensor's key, KEYS[2] the stage key
+the same transaction has just SET to the encoded tensor; ARGV[1] as SET_TENSORS's. The key checked as SET_TENSORS
+checks it, then the stage renamed onto it (no copy of the value: RENAME moves it) without the stage's expiry;
+WRONGTYPE and the stage deleted otherwise."""
+
+STAGE_EXPIRY_MS: Final = b"60000"
+
+
+def staged_write(key: bytes, stage: bytes, value: bytes, empty_is_free: bool) -> list[list[bytes]]:
+    """One big tensor written without its value passing through Lua, where a script gets its arguments as Lua
+    strings and its SET copies them again (two copies of a 602 KB image in the store a write). The value is
+    SET at ``stage`` (a key no one else names, in ``key``'s slot, expiring in a minute should anything go wrong),
+    then FINISH_STAGED checks ``key`` and renames the stage onto it; MULTI/EXEC makes the pair one atomic step,
+    so no other client ever sees the stage. The commands, EXEC's reply being [SET's, the script's]."""
+    return [[b"MULTI"], [b"SET", stage, value, b"PX", STAGE_EXPIRY_MS],
+            [b"EVALSHA", FINISH_STAGED.sha, b"2", key, stage, b"1" if empty_is_free else b"0"], [b"EXEC"]]
+
+
+SCRIPTS: Final = (SET_TENSORS, STORE_OBJECT, DELETE_OBJECT, RECORD_RUN, RESET_STATS, FINISH_STAGED)
 
 READS: Final = StoreScript("reads", b"""
 local replies, i = {}, 1

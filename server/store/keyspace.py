@@ -10,12 +10,23 @@ worker threads hand their store requests to the loop.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeGuard
 
 from backends import errors as msgs
 from backends.errors import AIError, raise_if_unavailable
-from server.store.atomic import SCRIPTS, STATS_PREFIX, ScriptCall, StoreScript, set_tensors_call, stats_key
+from server.store.atomic import (
+    FINISH_STAGED,
+    SCRIPTS,
+    STAGE_PREFIX,
+    STATS_PREFIX,
+    ScriptCall,
+    StoreScript,
+    set_tensors_call,
+    staged_write,
+    stats_key,
+)
 from server.store.cache import TrackedCache, TrackingRefused
 from server.store.cluster_keys import SlotTags, remember
 from server.store.shared_checks import SharedChecks, alone
@@ -72,6 +83,7 @@ class Keyspace:
         self._cache = cache if cache is not None and cache.enabled else None
         self._tags = slot_tags  # a cluster's: derived keys are put in their object's slot
         self._stats_keys: dict[bytes, bytes] = {}  # a cluster's: each object's counters key (``stats_key``)
+        self._max_bulk = 0  # the store's proto-max-bulk-len, read before the first big write (0: not yet)
         # a cluster's runs whose model or inputs are apart from their outputs join (server/store/shared_checks.py)
         self._shared = SharedChecks(self.script_replies, link.node_of) if slot_tags is not None else None
 
@@ -219,6 +231,13 @@ class Keyspace:
         if not keys and not inputs and model is None:
             await self.run_scripts(also)
             return
+        for big in values:
+            if _big(big):
+                await self._check_bulk(len(big))
+        value = values[0] if len(keys) == 1 and not inputs and model is None and not guards and not also else None
+        if value is not None and _big(value):
+            await self._set_staged(keys[0], value, empty_is_free)
+            return
         # Our write in flight leaves the keys marked as ours: were the mark dropped until the reply, concurrent
         # runs writing the same output (50 clients of one model) would all miss the cache and re-check the type
         # (the write script checks it again, atomically, either way). A refused write drops the mark.
@@ -241,6 +260,57 @@ class Keyspace:
         if self._cache is not None:
             self._cache.note_written(self.db, keys)
             self._cache.remember_tensors(self.db, keys, encoded)
+
+    async def _set_staged(self, key: bytes, value: bytes, empty_is_free: bool) -> None:
+        """One big tensor, checked and written in one transaction without a copy through Lua (``staged_write``)."""
+        self.forget([key], keep_written=True)
+        stage = self._stage_key(key)
+        try:
+            replies = await self.pipeline(staged_write(key, stage, value, empty_is_free))
+        except AIError:
+            self._max_bulk = 0  # (a limit lowered meanwhile closes the connection: the next big write reads it)
+            await self._check_bulk(len(value))
+            raise
+        result = replies[-1]
+        queued_errors = [reply for reply in replies[1:-1] if isinstance(reply, AIError)]
+        if isinstance(result, AIError) or result is None or queued_errors:
+            self.forget([key])
+            raise queued_errors[0] if queued_errors else result if isinstance(result, AIError) else AIError(
+                msgs.TRANSACTION_ABORTED_MSG)
+        written, finished = result
+        if isinstance(finished, AIError) and _no_script(finished) and not isinstance(written, AIError):
+            # the store lost the script (SCRIPT FLUSH, a restart): the stage is there; finish it with EVAL
+            (finished,) = await self.run_scripts([(FINISH_STAGED, [key, stage], [b"1" if empty_is_free else b"0"])])
+        for reply in (written, finished):
+            if isinstance(reply, AIError):
+                self.forget([key])
+                raise reply
+        if self._cache is not None:
+            self._cache.note_written(self.db, [key])
+            self._cache.remember_tensors(self.db, [key], [value])
+
+    async def _check_bulk(self, size: int) -> None:
+        """Refuse a value over the store's proto-max-bulk-len before sending it: the store would answer a protocol
+        error and close the shared connection, failing every command in flight on it. The limit is read once
+        (CONFIG GET; Redis's default where CONFIG is refused), and again after a big write lost the connection
+        (``_set_staged``), so a limit lowered later is found by the write it stops."""
+        if not self._max_bulk:
+            self._max_bulk = await self._read_max_bulk()
+        if size > self._max_bulk:
+            raise AIError(msgs.OVER_STORE_BULK_MSG.format(size=size, limit=self._max_bulk))
+
+    async def _read_max_bulk(self) -> int:
+        (reply,) = await self.pipeline([(b"CONFIG", b"GET", b"proto-max-bulk-len")])
+        if isinstance(reply, list) and len(reply) == 2 and isinstance(reply[1], bytes) and reply[1].isdigit():
+            return int(reply[1])
+        return STORE_BULK_DEFAULT
+
+    def _stage_key(self, key: bytes) -> bytes:
+        """A fresh key for a staged write of ``key``: in its slot on a cluster (a hash tag that maps there)."""
+        name = os.urandom(8).hex().encode()
+        if self._tags is None:
+            return STAGE_PREFIX + name
+        return STAGE_PREFIX + b"{" + self._tags.of(self._tags.slot(key)) + b"}" + name
 
     def stamped_copy(self, key: bytes) -> bytes | None:
         """The stamped tensor this server last wrote or read at ``key``, if it still holds a copy; whether the
@@ -328,6 +398,15 @@ class Keyspace:
         if result is None or queued_errors:
             raise queued_errors[0] if queued_errors else AIError(msgs.TRANSACTION_ABORTED_MSG)
         return list(result)
+
+
+STORE_BULK_DEFAULT: Final = 512 * 1024 * 1024  # Redis's and Valkey's proto-max-bulk-len
+STAGED_FROM: Final = 64 * 1024
+"""A tensor at least this big is written staged (``Keyspace._set_staged``); smaller ones cost less in one script."""
+
+
+def _big(value: Arg) -> TypeGuard[bytes]:
+    return isinstance(value, bytes) and len(value) >= STAGED_FROM
 
 
 def _no_script(reply: AIError) -> bool:

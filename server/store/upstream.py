@@ -168,10 +168,19 @@ class PendingReplies:
         return self._batches[0] if self._batches else None
 
     def fail_all(self, error: Exception) -> None:
+        """Every call still waiting fails with ``error``; one the store had refused as a protocol error (a value
+        over its proto-max-bulk-len: it answers that, then closes the connection) with that refusal."""
         while self._batches:
             batch = self._batches.popleft()
             if not batch.future.done():
-                batch.future.set_exception(error)
+                batch.future.set_exception(_protocol_error(batch.replies) or error)
+
+
+def _protocol_error(replies: list[Any]) -> AIError | None:
+    for reply in replies:
+        if isinstance(reply, AIError) and reply.message.startswith("Protocol error"):
+            return reply
+    return None
 
 
 class UpstreamProtocol(asyncio.Protocol):

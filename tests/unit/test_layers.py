@@ -1,7 +1,7 @@
 """The layers of the tree, checked from its imports (docs/architecture.md, "Layers").
 
 Every import counts, type-only ones too (``if TYPE_CHECKING:`` and function-local imports). The rule:
-composition (``server.__main__``, ``server.app``, ``server.supervisor``, ``server.compiled``) → frontend → commands → ops → ai →
+composition (``server.__main__``, ``server.app``, ``server.supervisor``, ``server.port_owner``, ``server.compiled``) → frontend → commands → ops → ai →
 store → protocol; a module imports only its own layer or lower ones; ``server.config`` is a leaf any layer
 but protocol may import; protocol imports only ``backends.errors``; ``dag`` and ``backends`` never import
 ``server``, and ``backends`` never imports ``dag``. And no cycles anywhere, within a layer neither.
@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("server", "dag", "backends")
 LAYERS = {"protocol": 0, "store": 1, "ai": 2, "ops": 3, "commands": 4, "frontend": 5}
-COMPOSITION = {"server.__main__", "server.app", "server.supervisor", "server.compiled"}
+COMPOSITION = {"server.__main__", "server.app", "server.supervisor", "server.port_owner", "server.compiled"}
 TOP = max(LAYERS.values()) + 1
 
 
