@@ -216,6 +216,10 @@ NO_TIMEOUT_VALUE_MSG = "ERR No value provided for TIMEOUT"
 INVALID_TIMEOUT_MSG = "ERR Invalid value for TIMEOUT"
 IN_TRANSACTION_MSG = "ERR Cannot run RedisAI command within a transaction or a LUA script"
 TENSOR_KEY_EMPTY_MSG = "ERR tensor key is empty or in a different shard"
+# AI.TENSORGET … VALUES of a tensor over --tensorget-values-max elements: one reply of tens of millions of numbers
+# formatted on the event loop would stall every other client for seconds and take GBs (BLOB costs neither)
+TENSORGET_VALUES_OVER_MSG = ("ERR tensor has {count} elements, over --tensorget-values-max ({limit}) for VALUES; "
+                             "ask for BLOB")
 BATCH_SIZE_MISMATCH_MSG = "ERR Model did not generate the expected batch size"
 GPU_NOT_AVAILABLE_FMT = "GPU requested but {backend} couldn't find CUDA"
 # RedisAI's backends answer these as they are: Torch without ERR (models and scripts), ONNX with it.

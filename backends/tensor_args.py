@@ -250,8 +250,13 @@ def meta_reply(dtype: str, shape: Sequence[int]) -> list[Any]:
     return [b"dtype", dtype.encode(), b"shape", list(shape)]
 
 
-def tensorget_reply(tensor: Tensor, fmt: TensorGetFormat) -> Any:
-    """The AI.TENSORGET reply value: a bare blob, a bare values array, or the labelled META array."""
+def tensorget_reply(tensor: Tensor, fmt: TensorGetFormat, values_max: int = 0) -> Any:
+    """The AI.TENSORGET reply value: a bare blob, a bare values array, or the labelled META array. VALUES of more
+    than ``values_max`` elements (0: no limit) is refused (``TENSORGET_VALUES_OVER_MSG``)."""
+    if fmt.values and values_max:
+        count = math.prod(tensor.shape)
+        if count > values_max:
+            raise AIError(msgs.TENSORGET_VALUES_OVER_MSG.format(count=count, limit=values_max))
     if not fmt.meta:
         return tensor.data() if fmt.blob else tensor_values(tensor)
     reply = meta_reply(tensor.dtype, tensor.shape)

@@ -162,6 +162,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("inline-op-us", _non_negative_int, 200,
            "Model ops seen to cost at most this many microseconds of CPU run on the event-loop thread when their "
            "device is idle, skipping the hand-off to a worker (dag/inline.py); 0 = always use the workers."),
+    Option("tensorget-values-max", _non_negative_int, 1_000_000,
+           "Largest tensor, in elements, that AI.TENSORGET answers with VALUES (each element formatted as a number "
+           "on the event loop); larger ones answer an error that points to BLOB; 0 = no limit."),
     Option("model-execution-timeout", _non_negative_int, 0,
            "Milliseconds an ONNX run may take before it is stopped (MODEL_EXECUTION_TIMEOUT); 0 = no limit."),
     Option("script-execution-timeout", _non_negative_int, 60_000,
@@ -212,6 +215,7 @@ class Config:
     intra_op_parallelism: int = 0
     inter_op_parallelism: int = 0
     inline_op_us: int = 200
+    tensorget_values_max: int = 1_000_000
     model_execution_timeout: int = 0
     script_execution_timeout: int = 60_000
     script_allow_ops: str = ""

@@ -94,7 +94,8 @@ async def run_dag(client: Client, argv: list[bytes], kind: DagKind) -> Any:
     if run.timed_out:
         await keyspace.run_scripts(counters)
         return Status(msgs.TIMEDOUT_STATUS)
-    reply = [_op_element(op, i, run, done.resolved, done.step_of_op) for i, op in enumerate(ops)]
+    values_max = client.ctx.config.tensorget_values_max
+    reply = [_op_element(op, i, run, done.resolved, done.step_of_op, values_max) for i, op in enumerate(ops)]
     if run.error is None and header.persist:
         failure = await _persist(keyspace, done, persist_checks)
         if failure is not None:
@@ -184,7 +185,8 @@ def build_steps(ops: list[DagOp], op_inputs: Sequence[tuple[int, ...]], op_outpu
     return steps, step_of_op
 
 
-def _op_element(op: DagOp, index: int, run: RunInfo, resolved: ResolvedDag, step_of_op: dict[int, int]) -> Any:
+def _op_element(op: DagOp, index: int, run: RunInfo, resolved: ResolvedDag, step_of_op: dict[int, int],
+                values_max: int) -> Any:
     if isinstance(op, TensorSetOp):
         return OK
     if isinstance(op, TensorGetOp):
@@ -192,7 +194,7 @@ def _op_element(op: DagOp, index: int, run: RunInfo, resolved: ResolvedDag, step
         if tensor is None:
             return NA
         try:
-            return tensorget_reply(tensor, op.fmt)
+            return tensorget_reply(tensor, op.fmt, values_max)
         except AIError as exc:
             return exc
     result = run.results[step_of_op[index]]

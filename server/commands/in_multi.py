@@ -74,7 +74,8 @@ def queue_tensorget(client: Client, argv: list[bytes]) -> Queued:
     key, fmt = argv[1], tensor.format_or_error(argv)
     if isinstance(fmt, AIError) or tensor.meta_only(fmt):
         return reads([key], tensor.meta_reads(key), lambda replies: tensor.meta_answer(fmt, replies))
-    return reads([key], [(b"GET", key)], lambda replies: tensor.tensor_answer(fmt, replies[0]))
+    values_max = client.ctx.config.tensorget_values_max
+    return reads([key], [(b"GET", key)], lambda replies: tensor.tensor_answer(fmt, replies[0], values_max))
 
 
 def queue_modelget(client: Client, argv: list[bytes]) -> Queued:

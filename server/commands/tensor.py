@@ -100,10 +100,10 @@ async def cmd_tensorget(client: Client, argv: list[bytes]) -> Any:
     key = argv[1]
     copy = keyspace.stamped_copy(key)
     if copy is not None and await keyspace.still_stored(key, copy):
-        return tensor_answer(fmt, copy)
+        return tensor_answer(fmt, copy, client.ctx.config.tensorget_values_max)
     raw = await keyspace.call(b"GET", key)
     keyspace.remember_tensor(key, raw)
-    return tensor_answer(fmt, raw)
+    return tensor_answer(fmt, raw, client.ctx.config.tensorget_values_max)
 
 
 def meta_only(fmt: TensorGetFormat) -> bool:
@@ -119,8 +119,9 @@ def meta_answer(fmt: TensorGetFormat | AIError, replies: list[Any]) -> Any:
     return meta_reply(dtype, shape)
 
 
-def tensor_answer(fmt: TensorGetFormat, raw: Any) -> Any:
-    """AI.TENSORGET's reply from the GET of the key (an error value is raised as it is)."""
+def tensor_answer(fmt: TensorGetFormat, raw: Any, values_max: int = 0) -> Any:
+    """AI.TENSORGET's reply from the GET of the key (an error value is raised as it is); VALUES of more than
+    ``values_max`` elements is refused (0: no limit)."""
     if isinstance(raw, AIError):
         raise raw
     if raw is None:
@@ -129,7 +130,7 @@ def tensor_answer(fmt: TensorGetFormat, raw: Any) -> Any:
         fast = meta_blob_reply(raw)
         if fast is not None:
             return fast
-    return tensorget_reply(decode_tensor(raw), fmt)
+    return tensorget_reply(decode_tensor(raw), fmt, values_max)
 
 
 def meta_blob_reply(raw: bytes) -> Raw | None:

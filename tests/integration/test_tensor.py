@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Iterator
 from typing import Any
@@ -318,3 +319,28 @@ def test_a_100_mb_tensor_round_trips_and_one_over_the_stores_bulk_limit_is_refus
     assert client.exists("over") == 0
     assert client.execute_command("AI.TENSORSET", "after", "FLOAT", 2, "VALUES", 1, 2) == b"OK"
     assert client.execute_command("AI.TENSORGET", "after", "VALUES") == [b"1", b"2"]
+
+
+def test_values_of_a_tensor_over_the_limit_is_refused_and_blob_answered(store_url: str) -> None:
+    """--tensorget-values-max: a big VALUES reply would stall every client on the event loop; BLOB is answered."""
+    with running_server(Config(port=0, redis_url=store_url, tensorget_values_max=4)) as server:
+        conn = server.client()
+        conn.execute_command("AI.TENSORSET", "{t}four", "FLOAT", 2, 2, "VALUES", 1, 2, 3, 4)
+        conn.execute_command("AI.TENSORSET", "{t}five", "INT8", 5, "VALUES", 1, 2, 3, 4, 5)
+        assert conn.execute_command("AI.TENSORGET", "{t}four", "VALUES") == [b"1", b"2", b"3", b"4"]
+        refused = "tensor has 5 elements, over --tensorget-values-max (4) for VALUES; ask for BLOB"
+        for flags in (("VALUES",), ("META", "VALUES")):
+            with pytest.raises(redis.ResponseError, match=re.escape(refused)):
+                conn.execute_command("AI.TENSORGET", "{t}five", *flags)
+        assert conn.execute_command("AI.TENSORGET", "{t}five", "BLOB") == bytes([1, 2, 3, 4, 5])
+        assert conn.execute_command("AI.TENSORGET", "{t}five", "META") == [b"dtype", b"INT8", b"shape", [5]]
+        dag = conn.execute_command("AI.DAGEXECUTE", "LOAD", 2, "{t}four", "{t}five", "|>", "AI.TENSORGET", "{t}five", "VALUES",
+                                   "|>", "AI.TENSORGET", "{t}four", "VALUES")
+        assert isinstance(dag[0], redis.ResponseError) and str(dag[0]) == refused
+        assert dag[1] == [b"1", b"2", b"3", b"4"]
+        pipe = conn.pipeline(transaction=True)
+        pipe.execute_command("AI.TENSORGET", "{t}five", "VALUES")
+        pipe.execute_command("AI.TENSORGET", "{t}four", "VALUES")
+        inside = pipe.execute(raise_on_error=False)
+        assert isinstance(inside[0], redis.ResponseError) and str(inside[0]) == refused
+        assert inside[1] == [b"1", b"2", b"3", b"4"]
