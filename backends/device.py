@@ -1,11 +1,15 @@
-"""Devices: ``CPU``, ``CPU:n``, ``GPU``, ``GPU:n`` — parsed once, normalised for queue names."""
+"""Devices: ``CPU``, ``CPU:n``, ``GPU``, ``GPU:n`` — parsed once, normalised for queue names; and the tensors an
+op leaves on its device (``ResidentTensor``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 from backends import errors as msgs
 from backends.errors import AIError
+from backends.tensor import Tensor
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,3 +70,34 @@ def cuda_ordinal(device: Device, visible: int, missing_msg: str) -> int:
     if ordinal >= visible:
         raise AIError(missing_msg)
     return ordinal
+
+
+class ResidentTensor:
+    """A model's output left on its device (a GPU) between the ops of one run, instead of copied to the host.
+
+    Why: a DAG or stored graph whose ops run on one GPU would otherwise copy every intermediate tensor to the
+    host and back. It carries what batching and the DAG engine read of a tensor (``dtype``, a ``DTYPES`` name,
+    and ``shape``) and crosses to the host only through ``host()``: when an op on another device, or a reply or
+    PERSIST, needs it (dag/residency.py). ``value`` is the backend's own object; ``to_host`` turns it into a
+    host ``Tensor``. Usage::
+
+        kept = ResidentTensor("GPU:0", "FLOAT", (1, 10), on_gpu, to_host)
+        tensor = kept.host()   # a backends.tensor.Tensor, copied once
+    """
+
+    __slots__ = ("device", "dtype", "shape", "to_host", "value")
+
+    def __init__(self, device: str, dtype: str, shape: tuple[int, ...], value: object,
+                 to_host: Callable[[object], Tensor]) -> None:
+        self.device: Final = device  # the queue name of the device it lives on (``GPU:0``)
+        self.dtype: Final = dtype
+        self.shape: Final = shape
+        self.value: Final = value
+        self.to_host: Final = to_host
+
+    def __repr__(self) -> str:
+        return f"ResidentTensor({self.device}, {self.dtype}, {self.shape})"
+
+    def host(self) -> Tensor:
+        """The tensor on the host (a copy from the device; blocks until the copy is done)."""
+        return self.to_host(self.value)
