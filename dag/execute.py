@@ -1,4 +1,11 @@
-"""What a model step does on its worker: tensors in, backend run, tensors out, output count checked."""
+"""What a model step does on its worker: tensors in, backend run, tensors out, output count checked.
+
+On a GPU lane that keeps intermediates (dag/residency.py), ``run_resident`` leaves the outputs on the device.
+Usage::
+
+    work = ModelWork(model, n_outputs=1)
+    outputs = work([tensor])                 # host Tensors
+"""
 
 from __future__ import annotations
 
@@ -23,6 +30,19 @@ class ModelWork:
         if len(outputs) != self.n_outputs:
             raise AIError(msgs.MODEL_OUTPUT_COUNT_MSG)
         return [Tensor.from_result(out) for out in outputs]
+
+    def can_stay_resident(self) -> bool:
+        """The backend can leave this model's outputs on its device (a torch model on a GPU): dag/residency.py."""
+        return callable(getattr(self.model, "run_resident", None))
+
+    def run_resident(self, inputs: list[Any], device: str) -> list[Any]:
+        """Run with outputs left on ``device`` (``ResidentTensor``s; inputs host ``Tensor``s or resident ones of
+        this device); the output count checked as ``__call__`` checks it."""
+        model: Any = self.model  # a backend's model beyond the LoadedModel protocol (checked by can_stay_resident)
+        outputs: list[Any] = model.run_resident(inputs, device)
+        if len(outputs) != self.n_outputs:
+            raise AIError(msgs.MODEL_OUTPUT_COUNT_MSG)
+        return outputs
 
 
 def tensor_to_numpy(tensor: Tensor) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 
+from dag.lanes import LaneFactory, gpu_lane
 from dag.queues import DeviceQueue
 from dag.runinfo import DeviceTicket, RunInfo, Step, make_tickets
 from dag.watchdog import Watchdog
@@ -15,10 +16,13 @@ from dag.worker import Worker
 
 
 class QueueManager:
-    """All device queues of one server and their workers; owned by the ServerContext."""
+    """All device queues of one server and their workers; owned by the ServerContext. ``lanes``: what each
+    worker thread opens on its device (dag/lanes.py): by default a GPU queue's threads get a CUDA stream each
+    and keep intermediates on the GPU; CPU queues' threads get nothing."""
 
-    def __init__(self, threads_per_queue: int, script_limit_ms: int = 0) -> None:
+    def __init__(self, threads_per_queue: int, script_limit_ms: int = 0, lanes: LaneFactory = gpu_lane) -> None:
         self.threads_per_queue = threads_per_queue
+        self.lanes = lanes
         self.queues: dict[str, DeviceQueue] = {}
         self.watchdog = Watchdog(self._replace_worker, script_limit_ms)  # steps past their deadline
         self._threads: list[threading.Thread] = []
@@ -40,8 +44,8 @@ class QueueManager:
 
     def _start_worker(self, queue: DeviceQueue) -> None:
         """(Call with ``_lock`` held.) One more worker thread on ``queue``."""
-        thread = threading.Thread(target=Worker(queue, self.watchdog).run, name=f"worker-{queue.name}-{self._started}",
-                                  daemon=True)
+        worker = Worker(queue, self.watchdog, self.lanes)
+        thread = threading.Thread(target=worker.run, name=f"worker-{queue.name}-{self._started}", daemon=True)
         self._started += 1
         thread.start()
         self._threads.append(thread)

@@ -92,6 +92,7 @@ class RunInfo:
         "on_done",
         "on_step",
         "refcount",
+        "resident",
         "results",
         "slots",
         "steps",
@@ -112,6 +113,8 @@ class RunInfo:
         self.timed_out = False
         self.cancelled = False
         self.waiters: list[Any] = []  # the DeviceQueues holding this run's tickets
+        # a GPU op may have left outputs on its device (dag/residency.py): readers elsewhere bring them over first
+        self.resident = False
         # after each step on a worker: a compiled graph's scheduler (dag/compiled.py) pushes the steps it made
         # ready; None (a DAG): the worker wakes the run's other queues, whose tickets look at their inputs again
         self.on_step: Callable[[Step], None] | None = None

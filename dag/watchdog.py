@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dag.queues import LONGEST_WAIT_S, DeviceQueue
+from dag.residency import finish_run
 from dag.runinfo import DeviceTicket, RunInfo, Step
 from dag.script_work import ScriptWork
 
@@ -172,8 +173,8 @@ class Watchdog:
             run.timed_out = True
         for other in run.waiters:
             other.wake()
-        if run.release() and run.on_done is not None:
-            run.on_done(run)
+        if run.release():
+            finish_run(run)
 
     def _abandon(self, watched: Watched) -> None:
         """Answer the run TIMEDOUT, stop its other steps, and give the queue a fresh worker."""
@@ -190,5 +191,5 @@ class Watchdog:
         self._replace_worker(watched.queue)
         for queue in run.waiters:
             queue.wake()
-        if run.release() and run.on_done is not None:
-            run.on_done(run)
+        if run.release():
+            finish_run(run)

@@ -13,10 +13,12 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from backends import errors as msgs
-from backends.batching import concat_inputs, split_outputs
+from backends.batching import Allocate, concat_inputs, split_outputs
 from backends.errors import AIError
+from dag.lanes import Lane, LaneFactory, no_lane, open_on_thread
 from dag.queues import DeviceQueue
-from dag.runinfo import DeviceTicket, RunInfo, Step, size_class
+from dag.residency import bring_batch_inputs, bring_inputs, finish_run, resident_work
+from dag.runinfo import DeviceTicket, RunInfo, Step, Work, size_class
 from dag.watchdog import Abandoned, Watchdog
 
 log: Final = logging.getLogger("redisai.worker")
@@ -28,13 +30,18 @@ _thread_time_ns: Final = time.thread_time_ns
 
 
 class Worker:
-    """One thread's loop over one device queue; ``watchdog`` times the steps that have a deadline."""
+    """One thread's loop over one device queue; ``watchdog`` times the steps that have a deadline. ``lanes``
+    opens this thread's lane (dag/lanes.py: a GPU queue's own CUDA stream and pinned staging) when the thread
+    starts; a CPU queue's worker has none and takes the plain path."""
 
-    def __init__(self, queue: DeviceQueue, watchdog: Watchdog) -> None:
+    def __init__(self, queue: DeviceQueue, watchdog: Watchdog, lanes: LaneFactory = no_lane) -> None:
         self.queue = queue
         self.watchdog = watchdog
+        self.lanes = lanes
+        self.lane: Lane | None = None
 
     def run(self) -> None:
+        self.lane = open_on_thread(self.lanes, self.queue.name)
         worked = False
         while tickets := self._next_work(worked):
             worked = True
@@ -95,7 +102,13 @@ class Worker:
     def _batched_step(self, tickets: list[DeviceTicket]) -> None:
         """One model call for several requests (``run_batch``), then each ticket moves on."""
         steps = [ticket.current for ticket in tickets]
-        self._count(run_batch([ticket.run for ticket in tickets], steps), batch=len(tickets))
+        runs = [ticket.run for ticket in tickets]
+        lane = self.lane
+        if lane is None:
+            self._count(run_batch(runs, steps), batch=len(tickets))
+        else:  # stacked straight into the lane's (pinned) staging, resident inputs brought over first
+            bring_batch_inputs(runs, steps)
+            self._count(run_batch(runs, steps, allocate=lane.allocate), batch=len(tickets))
         spec = steps[0].batch
         if spec is not None and spec.on_batch is not None:
             spec.on_batch(len(tickets))
@@ -110,13 +123,25 @@ class Worker:
         if step.work is None:
             run.record_success(step, (), 0)
             return
+        work = self._lane_work(run, step) if self.lane is not None else None
+        if run.resident and work is None:
+            bring_inputs(run, step, None)
         watchdog = self.watchdog
         deadline = watchdog.deadline_for(run, step, _monotonic())
         if deadline is None:
-            self._count(execute_step(run, step, self.queue.name))
+            self._count(execute_step(run, step, self.queue.name, work=work))
             return
         watched = watchdog.watch(ticket, self.queue, deadline)
-        self._count(execute_step(run, step, self.queue.name, settle=lambda: watchdog.settle(watched)))
+        self._count(execute_step(run, step, self.queue.name, settle=lambda: watchdog.settle(watched), work=work))
+
+    def _lane_work(self, run: RunInfo, step: Step) -> Work | None:
+        """On a lane that keeps intermediates: how ``step`` runs leaving its outputs on the device (the run is
+        marked before any such output is in a slot), with inputs resident elsewhere brought over; else None."""
+        work = resident_work(step, self.lane)
+        if work is not None:
+            run.resident = True
+            bring_inputs(run, step, step.device)
+        return work
 
     def _wake_other_devices(self, run: RunInfo) -> None:
         """A step's outputs may be what tickets elsewhere wait for (on other devices, or on this one when
@@ -127,25 +152,27 @@ class Worker:
     @staticmethod
     def _finish(ticket: DeviceTicket) -> None:
         run = ticket.run
-        if run.release() and run.on_done is not None:
-            run.on_done(run)
+        if run.release():
+            finish_run(run)
 
 
 def execute_step(run: RunInfo, step: Step, device: str, cpu: bool = True,
-                 settle: Callable[[], bool] | None = None) -> float:
+                 settle: Callable[[], bool] | None = None, work: Work | None = None) -> float:
     """Run ``step`` (which has work) on the calling thread and record how it ended; the seconds it took.
 
     Also records the op's CPU time on this thread (``cpu``), which dag/inline.py uses to tell a small op from
     a big one (wall time on a worker includes waiting for the GIL); a graph run inline measures its whole run
     instead. ``settle`` (a watched step, dag/watchdog.py) is asked before anything is recorded: False means the
-    run was given up meanwhile, and ``Abandoned`` is raised instead."""
+    run was given up meanwhile, and ``Abandoned`` is raised instead. ``work``: how to run it instead of
+    ``step.work`` (a GPU lane's resident run, dag/residency.py)."""
     inputs = [run.slots[i] for i in step.inputs]
     started, cpu_started = _perf_counter(), _thread_time_ns() if cpu else 0
-    assert step.work is not None
+    call = step.work if work is None else work
+    assert call is not None
     outputs: list[object] = []
     error: AIError | None = None
     try:
-        outputs = step.work(inputs)
+        outputs = call(inputs)
     except AIError as failure:  # its own name: compiled, ``exc`` would be typed AIError for both clauses
         error = failure
     except Exception as exc:
@@ -174,18 +201,20 @@ def count_call(queue: DeviceQueue, elapsed: float, batch: int = 1) -> None:
         queue.batched_requests += batch if batch > 1 else 0
 
 
-def run_batch(runs: Sequence[RunInfo], steps: Sequence[Step], cpu: bool = True) -> float:
+def run_batch(runs: Sequence[RunInfo], steps: Sequence[Step], cpu: bool = True,
+              allocate: Allocate | None = None) -> float:
     """One model call for several requests (``steps[i]`` of ``runs[i]``, all of one model, inputs ready): inputs
     concatenated along dim 0, outputs split back; an error (a backend error, or outputs whose dim 0 is not the
     batch's total) goes to every member. Each member's result also gets the size class of the whole batch's
     inputs and (``cpu``) the call's CPU time on this thread (dag/inline.py's cost estimate; on the loop thread,
-    which reads no CPU clock, wall time is that). The seconds it took."""
+    which reads no CPU clock, wall time is that). ``allocate``: the buffers the inputs are stacked into (a GPU
+    lane's pinned staging; numpy's own otherwise). The seconds it took."""
     inputs = [[run.slots[i] for i in step.inputs] for run, step in zip(runs, steps, strict=True)]
     work = steps[0].work
     assert work is not None
     started, cpu_started = _perf_counter(), _thread_time_ns() if cpu else 0
     try:
-        batched = concat_inputs(inputs)
+        batched = concat_inputs(inputs, allocate)
         per_member = split_outputs(work(batched), [int(member[0].shape[0]) for member in inputs])
     except Exception as exc:
         error, duration_us = exc if isinstance(exc, AIError) else _op_failed(exc), _micros_since(started)
