@@ -30,8 +30,8 @@ job makes a second miss rare and a third much rarer; past that the client gets t
 class ChangedWhileLoading(AIError):
     """The object was stored again between the read of its metadata and of its payload (blob, source): the
     payload belongs to another version, and a handle built from it must not be filed under the metadata's
-    digest. The command reads both again, ``LOAD_TRIES`` times in all (``model.py``, ``script.py``, ``dag.py``,
-    ``graph_run.py``); a change in that window every time reaches the client as this error."""
+    digest. The command reads both again, ``LOAD_TRIES`` times in all (server/ai/attempts.py, the loop every
+    run command goes through); a change in that window every time reaches the client as this error."""
 
 
 def require_model(meta: ModelMeta | None) -> ModelMeta:

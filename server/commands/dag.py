@@ -9,6 +9,7 @@ PERSIST keys are written in one atomic round trip before it is sent.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from backends import errors as msgs
@@ -21,10 +22,11 @@ from dag.mangle import ResolvedDag, resolve
 from dag.ops import DagOp, ModelOp, ScriptOp, TensorGetOp, TensorSetOp
 from dag.parse import DAGEXECUTE, DAGEXECUTE_RO, DAGRUN, DAGRUN_RO, DagHeader, DagKind, parse_header
 from dag.runinfo import RunInfo, Step, Work
+from server.ai.attempts import Attempt, again_or_raise, attempted
 from server.ai.execution import execute_run
 from server.ai.state import AIState
 from server.ai.steps import BatchObserver, batch_spec, deadline_after, script_work, step_samples
-from server.ai.stored import LOAD_TRIES, ChangedWhileLoading, compiled_script, loaded_model
+from server.ai.stored import ChangedWhileLoading, compiled_script, loaded_model
 from server.ai.tensor_io import check_output_types, output_type_checks
 from server.commands.dag_ops import objects_named, parse_ops
 from server.protocol.reply import OK, Status
@@ -79,18 +81,8 @@ class DagOutcome:
 async def run_dag(client: Client, argv: list[bytes], kind: DagKind) -> Any:
     header = parse_header(argv, kind)
     keyspace = client.keyspace()
-    loads = 1
-    while True:
-        ops, loaded, persist_checks = await parse_with_store(client.ctx, keyspace, header, kind)
-        try:
-            done = await execute_parsed(client.ctx, keyspace, (header.load, loaded), ops, header.persist,
-                                        header.timeout_ms)
-            break
-        except ChangedWhileLoading:  # a model or script stored again while it was being loaded (before anything
-            if loads == LOAD_TRIES:  # ran): again, as the store holds them now
-                raise
-            loads += 1
-    run, counters = done.run, done.counters
+    done, persist_checks = await attempted(partial(_dag_try, client.ctx, keyspace, header, kind))
+    ops, run, counters = done.ops, done.run, done.counters
     if run.timed_out:
         await keyspace.run_scripts(counters)
         return Status(msgs.TIMEDOUT_STATUS)
@@ -103,6 +95,18 @@ async def run_dag(client: Client, argv: list[bytes], kind: DagKind) -> Any:
     else:
         await keyspace.run_scripts(counters)
     return reply
+
+
+async def _dag_try(ctx: ServerContext, keyspace: Keyspace, header: DagHeader, kind: DagKind,
+                   tried: Attempt) -> tuple[DagOutcome, Any]:
+    """Read and run (server/ai/attempts.py): a model or script stored again while it was being loaded, before
+    anything ran, is read again as the store holds it now (``LOAD_TRIES`` in all)."""
+    ops, loaded, persist_checks = await parse_with_store(ctx, keyspace, header, kind)
+    try:
+        done = await execute_parsed(ctx, keyspace, (header.load, loaded), ops, header.persist, header.timeout_ms)
+    except ChangedWhileLoading as exc:
+        again_or_raise(exc, tried.after_load_change())
+    return done, persist_checks
 
 
 async def execute_parsed(ctx: ServerContext, keyspace: Keyspace, load: tuple[list[bytes], list[Any]],

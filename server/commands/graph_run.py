@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Hashable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
@@ -30,10 +31,10 @@ from dag.graph_plan import GraphPlan
 from dag.ops import DagOp, ModelOp, ScriptOp, TensorSetOp
 from dag.parse import DAGEXECUTE, DagHeader
 from dag.runinfo import RunInfo, size_class
+from server.ai.attempts import FIRST_TRY, Attempt, again_or_raise, attempted
 from server.ai.execution import execute_counted
 from server.ai.graphs import BoundGraph, StoredGraph
 from server.ai.steps import deadline_after, step_samples
-from server.ai.stored import LOAD_TRIES, ChangedWhileLoading
 from server.ai.tensor_io import decode_input
 from server.commands.dag import build_steps, execute_parsed, op_works, parse_with_store
 from server.commands.dag_ops import ObjectLookup, parse_ops
@@ -57,40 +58,38 @@ class GraphOutcome:
     guards: list[tuple[bytes, str]]  # (key, digest) of the graph and its objects, when read from the cache
 
 
-async def execute_graph(ctx: ServerContext, keyspace: Keyspace, graph: StoredGraph, req: GraphExecuteRequest,
-                        again: bool = False, fresh: bool = False, loads: int = 1) -> Any:
-    """Run and answer. ``again``: the graph or one of its objects changed under a compiled run that used cached
-    metadata (STALEMODEL from the write): run once more with what the store holds; the first was counted.
-    ``fresh``: an error before the run (found on cached metadata in compiled mode, or an object stored again
-    while it was being loaded) is answered only once the store's own values give it too. ``loads``: the reads
-    so far that found an object stored again while it was being loaded (``LOAD_TRIES`` in all)."""
+async def execute_graph(ctx: ServerContext, keyspace: Keyspace, graph: StoredGraph, req: GraphExecuteRequest) -> Any:
+    """Run and answer, in as many tries as server/ai/attempts.py asks for: an error before the run (found on
+    cached metadata in compiled mode, or an object stored again while it was being loaded) is answered only
+    once the store's own values give it too; STALEMODEL from the write of a compiled run that used cached
+    metadata runs it once more on what the store holds (the first run was counted). A try after the first
+    reads the graph again from the store."""
+    return await attempted(partial(_graph_try, ctx, keyspace, graph, req))
+
+
+async def _graph_try(ctx: ServerContext, keyspace: Keyspace, first: StoredGraph, req: GraphExecuteRequest,
+                     tried: Attempt) -> Any:
+    graph = first if tried == FIRST_TRY else await load_graph(ctx.ai.graphs, keyspace, req.key, fresh=True)
     for what, expected, given in (("inputs", graph.inputs, req.inputs), ("outputs", graph.outputs, req.outputs)):
         if len(expected) != len(given):
             raise AIError(msgs.GRAPH_BIND_COUNT_FMT.format(expected=len(expected), what=what, given=len(given)))
     started = time.perf_counter()
-    counted_run = 0 if fresh or loads > 1 else 1  # (a retry after a pre-run error is not another run)
+    counted_run = 0 if tried.fresh or tried.loads > 1 else 1  # (a retry after a pre-run error is not another run)
     try:
         if req.mode == INTERPRETED:
             ctx.ai.graphs.interpreted_runs += counted_run
             outcome = await _interpreted(ctx, keyspace, graph, req)
         else:
             ctx.ai.graphs.compiled_runs += counted_run
-            outcome = await _compiled(ctx, keyspace, graph, req, fresh=again or fresh)
+            outcome = await _compiled(ctx, keyspace, graph, req, fresh=tried.from_store)
     except AIError as exc:
         cached_metadata = req.mode != INTERPRETED and keyspace.caching and not unavailable(exc)
-        reload = isinstance(exc, ChangedWhileLoading) and loads < LOAD_TRIES
-        if not reload and (again or fresh or not cached_metadata):
-            raise
-        return await execute_graph(ctx, keyspace, await load_graph(ctx.ai.graphs, keyspace, req.key, fresh=True),
-                                   req, again=again, fresh=not again, loads=loads + 1 if reload else loads)
+        again_or_raise(exc, tried.after_pre_run_error(exc, cached_metadata))
     try:
         return await _answer(ctx, keyspace, req, outcome, int((time.perf_counter() - started) * 1_000_000),
-                             counted=not again)
+                             counted=not tried.again)
     except AIError as exc:
-        if again or not exc.message.startswith(STALE_MODEL):
-            raise
-    return await execute_graph(ctx, keyspace, await load_graph(ctx.ai.graphs, keyspace, req.key, fresh=True), req,
-                               again=True)
+        again_or_raise(exc, tried.after_stale() if exc.message.startswith(STALE_MODEL) else None)
 
 
 async def _answer(ctx: ServerContext, keyspace: Keyspace, req: GraphExecuteRequest, outcome: GraphOutcome,

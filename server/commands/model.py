@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from backends import errors as msgs
@@ -18,10 +19,11 @@ from backends.errors import AIError, unavailable
 from backends.objects import MODEL_MARKER, MODEL_META_FIELDS, ModelMeta, model_hash_fields
 from backends.tensor import Tensor
 from dag.execute import ModelWork
+from server.ai.attempts import Attempt, again_or_raise, attempted, run_again
 from server.ai.single_op import SingleOp, execute_single_op
 from server.ai.state import RunStats
 from server.ai.steps import batch_spec
-from server.ai.stored import LOAD_TRIES, ChangedWhileLoading, loaded_model, read_model_meta
+from server.ai.stored import ChangedWhileLoading, loaded_model, read_model_meta
 from server.ai.tensor_io import DecodedInputs, check_output_types, decode_inputs, output_type_checks
 from server.commands.model_args import (
     ModelExecuteRequest,
@@ -149,24 +151,20 @@ async def cmd_modelscan(client: Client, argv: list[bytes]) -> Any:
 async def cmd_modelexecute(client: Client, argv: list[bytes]) -> Any:
     """AI.MODELEXECUTE key INPUTS n key... OUTPUTS m key... [TIMEOUT ms]"""
     check_modelexecute_arity(argv)
-    return await _execute(client, argv, parse_modelexecute)
+    return await attempted(partial(_execute, client, argv, parse_modelexecute))
 
 
 async def cmd_modelrun(client: Client, argv: list[bytes]) -> Any:
     """AI.MODELRUN key [TIMEOUT ms] INPUTS key... OUTPUTS key...   (deprecated)"""
     check_modelrun_arity(argv)
-    return await _execute(client, argv, parse_modelrun)
+    return await attempted(partial(_execute, client, argv, parse_modelrun))
 
 
-async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again: bool = False,
-                   fresh: bool = False, loads: int = 1) -> Any:
-    """Read, run, write. ``again``: the model or an input changed under a run that took it from the coherent
-    cache (STALEMODEL / STALEINPUT from the write): run once more with what the store holds; the first run was
-    already counted in AI.INFO. ``fresh``: an error found before the run, when the metadata came from the
-    cache (a model stored again through another server, whose invalidation is still on its way, or a SWAPDB,
-    which sends none) or the model was stored again while it was being loaded, is answered only once a read
-    of the store itself finds it too: so it is never one of an older version. ``loads``: the reads so far that
-    the model was stored again between its metadata and its blob (``LOAD_TRIES`` in all).
+async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, tried: Attempt) -> Any:
+    """One try of read, run, write (server/ai/attempts.py: what comes next when something changed). An error
+    before the run found on cached metadata (a model stored again through another server, whose invalidation
+    is still on its way, or a SWAPDB, which sends none) or on a model stored again while it was being loaded is
+    answered only once a read of the store itself finds it too: so it is never one of an older version.
 
     Only a run whose model or inputs came from the cache has its write check them (STALEMODEL / STALEINPUT):
     a run on what it read from the store itself ran the model as stored when its command was read, as in
@@ -180,7 +178,7 @@ async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again
     loading = False
     try:
         hint, out_hint = io_keys_hint(argv)
-        read = await _read_phase(keyspace, argv[1], hint, out_hint, fresh=again or fresh)
+        read = await _read_phase(keyspace, argv[1], hint, out_hint, fresh=tried.from_store)
         meta = await read_model_meta(ai.models, keyspace, argv[1], read.meta)
         req = parse(argv, len(meta.inputs), len(meta.outputs))
         taken: tuple[tuple[bytes, bytes], ...] = ()
@@ -198,16 +196,12 @@ async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, again
         loading = True
         model = await loaded_model(ai.models, meta, keyspace, req.key)
     except AIError as exc:
-        if isinstance(exc, ChangedWhileLoading) and loads < LOAD_TRIES:
-            return await _execute(client, argv, parse, again=again, fresh=not again, loads=loads + 1)
-        if again or fresh or not _worth_a_fresh_look(exc, keyspace.caching, loading):
-            raise
-        return await _execute(client, argv, parse, fresh=True)
-    cached = keyspace.caching and not (again or fresh)
+        again_or_raise(exc, tried.after_pre_run_error(exc, _worth_a_fresh_look(exc, keyspace.caching, loading)))
+    cached = keyspace.caching and not tried.from_store
     op = SingleOp(req.key, meta.device.queue_name, ModelWork(model, len(meta.outputs)), inputs, req.outputs,
                   req.timeout_ms, batch=batch_spec(meta, req.key, client.ctx.metrics), samples=True,
-                  record=not again, digest=meta.digest if cached else None, cached_inputs=taken,
-                  again=(lambda: _execute(client, argv, parse, again=True)) if cached else None)
+                  record=not tried.again, digest=meta.digest if cached else None, cached_inputs=taken,
+                  again=partial(run_again, tried) if cached else None)
     return await execute_single_op(ai, keyspace, op)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from backends import errors as msgs
@@ -27,10 +28,11 @@ from backends.objects import (
     script_hash_fields,
 )
 from backends.tensor import Tensor
+from server.ai.attempts import Attempt, again_or_raise, attempted
 from server.ai.single_op import SingleOp, execute_single_op
-from server.ai.state import RunStats
+from server.ai.state import AIState, RunStats
 from server.ai.steps import script_work
-from server.ai.stored import LOAD_TRIES, ChangedWhileLoading, compiled_script
+from server.ai.stored import ChangedWhileLoading, compiled_script
 from server.ai.tensor_io import check_output_types, decode_input, output_type_checks
 from server.commands.script_args import (
     ScriptExecuteRequest,
@@ -49,6 +51,7 @@ from server.store.atomic import ScriptCall, store_object_call
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
+    from backends.script_backend import CompiledScript
     from server.commands.context import Client
 
 log = logging.getLogger("redisai.script")
@@ -184,20 +187,23 @@ async def _prefetch(keyspace: Keyspace, argv: list[bytes],
     return meta, req, inputs
 
 
+async def _script_try(ai: AIState, keyspace: Keyspace, argv: list[bytes], parse: ParseExecute,
+                      tried: Attempt) -> tuple[ScriptMeta, Any, list[Tensor], CompiledScript]:
+    """Read the script and its inputs, and build it (server/ai/attempts.py): stored again between its metadata
+    and its source, it is read again as it is now (``LOAD_TRIES`` in all)."""
+    meta, req, inputs = await _prefetch(keyspace, argv, parse)
+    try:
+        compiled = await compiled_script(ai.scripts, meta, keyspace, req.key)
+    except ChangedWhileLoading as exc:
+        again_or_raise(exc, tried.after_load_change())
+    return meta, req, inputs, compiled
+
+
 async def _execute(client: Client, argv: list[bytes], parse: ParseExecute) -> Any:
     """Read, run, write; RedisAI counts no samples for scripts (AI.INFO shows -1). The script's redis calls
     reach database 0, whatever database the client selected."""
     ai, keyspace = client.ctx.ai, client.keyspace()
-    loads = 1
-    while True:
-        meta, req, inputs = await _prefetch(keyspace, argv, parse)
-        try:
-            compiled = await compiled_script(ai.scripts, meta, keyspace, req.key)
-            break
-        except ChangedWhileLoading:  # stored again between its metadata and its source: again, as it is now
-            if loads == LOAD_TRIES:
-                raise
-            loads += 1
+    meta, req, inputs, compiled = await attempted(partial(_script_try, ai, keyspace, argv, parse))
     work = script_work(meta, compiled, req, client.ctx.keyspace(0), ai.models)
     op = SingleOp(req.key, meta.device.queue_name, work, inputs, req.outputs, req.timeout_ms)
     return await execute_single_op(ai, keyspace, op)
