@@ -1,12 +1,18 @@
-"""Models the tests build themselves: TorchScript (torch.jit) and ONNX (onnx.helper), serialized to bytes."""
+"""Models the tests build themselves: TorchScript (torch.jit) and ONNX (onnx.helper), serialized to bytes.
+
+The ONNX models built without torch live in tests/onnx_models.py (importable where torch is not installed:
+the torch-free test run on every Python, `make test-python`); they are re-exported here.
+"""
 
 from __future__ import annotations
 
 import io
 
-import onnx
 import torch
-from onnx import TensorProto, helper
+
+from tests.onnx_models import onnx_add as onnx_add
+from tests.onnx_models import onnx_slow_chain as onnx_slow_chain
+from tests.onnx_models import onnx_string_identity as onnx_string_identity
 
 
 def _save(module: torch.jit.ScriptModule) -> bytes:
@@ -81,32 +87,6 @@ def torch_mlp(seed: int = 0) -> bytes:
     return _save(torch.jit.trace(mlp, torch.zeros(1, 64)))
 
 
-def onnx_add() -> bytes:
-    """Two float inputs a, b of shape [2, 2] → their sum c."""
-    node = helper.make_node("Add", ["a", "b"], ["c"])
-    graph = helper.make_graph(
-        [node], "add",
-        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 2]),
-         helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, 2])],
-        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [2, 2])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model.SerializeToString()
-
-
-def onnx_string_identity() -> bytes:
-    """A STRING input x of any length → the same strings as y (ONNX Identity)."""
-    node = helper.make_node("Identity", ["x"], ["y"])
-    graph = helper.make_graph([node], "strings", [helper.make_tensor_value_info("x", TensorProto.STRING, [None])],
-                              [helper.make_tensor_value_info("y", TensorProto.STRING, [None])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model.SerializeToString()
-
-
 def onnx_mlp(seed: int = 0) -> bytes:
     """The same 64 → 128 → 10 MLP, exported through torch.onnx with a dynamic batch dimension."""
     torch.manual_seed(seed)
@@ -136,20 +116,3 @@ def torch_wide_mlp(seed: int = 0) -> bytes:
     net = torch.nn.Sequential(torch.nn.Linear(1024, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 2048),
                               torch.nn.ReLU(), torch.nn.Linear(2048, 10)).eval()
     return _save(torch.jit.trace(net, torch.zeros(1, 1024)))
-
-
-def onnx_slow_chain(links: int = 24, size: int = 512) -> bytes:
-    """``links`` chained MatMuls of a size x size input with a fixed weight: long enough to be stopped by
-    MODEL_EXECUTION_TIMEOUT (onnxruntime checks its terminate flag between nodes)."""
-    import numpy as np
-    from onnx import numpy_helper
-
-    weight = numpy_helper.from_array(np.full((size, size), 1.0 / size, dtype=np.float32), name="w")
-    nodes = [helper.make_node("MatMul", ["x" if i == 0 else f"h{i}", "w"], [f"h{i + 1}"]) for i in range(links)]
-    nodes.append(helper.make_node("Identity", [f"h{links}"], ["y"]))
-    graph = helper.make_graph(
-        nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [size, size])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [size, size])], initializer=[weight])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    return model.SerializeToString()
