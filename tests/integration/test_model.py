@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import threading
 
+import onnxruntime
 import pytest
 import redis
+import torch
 
 from server.config import Config
 from tests import models
@@ -14,6 +16,12 @@ from tests.support import RunningServer, assert_overlapped, running_server
 RUNS_ON_CLUSTER = True  # also run against a 3-primary Redis Cluster (tests/conftest.py)
 
 A_B = ("FLOAT", 2, 2, "VALUES", 2, 3, 2, 3)
+
+
+# A GPU this machine lacks, refused with the same RedisAI text on every machine: GPU:0 without CUDA, GPU:<count>
+# (one past the last device) with it.
+ABSENT_GPU = f"GPU:{torch.cuda.device_count() if torch.cuda.is_available() else 0}"
+ONNX_HAS_CUDA = "CUDAExecutionProvider" in onnxruntime.get_available_providers()
 
 
 def _set_ab(conn: redis.Redis) -> None:
@@ -179,7 +187,7 @@ def test_bad_models_and_bad_inputs_are_clear_errors(server: RunningServer) -> No
     with pytest.raises(redis.ResponseError, match=r"^Invalid GraphDef$"):  # more in test_tf_backends.py
         conn.execute_command("AI.MODELSTORE", "tf", "TF", "CPU", "INPUTS", 1, "a", "OUTPUTS", 1, "b", "BLOB", b"\xff")
     with pytest.raises(redis.ResponseError, match=r"GPU requested but Torch couldn't find CUDA"):
-        conn.execute_command("AI.MODELSTORE", "g", "TORCH", "GPU:0", "BLOB", models.torch_add())
+        conn.execute_command("AI.MODELSTORE", "g", "TORCH", ABSENT_GPU, "BLOB", models.torch_add())
     conn.execute_command("AI.MODELSTORE", "mm", "TORCH", "CPU", "BLOB", models.torch_matmul())
     conn.execute_command("AI.TENSORSET", "x", "FLOAT", 2, 3, "VALUES", 1, 2, 3, 4, 5, 6)
     with pytest.raises(redis.ResponseError):  # (2,3) @ (2,3): torch raises at run time
@@ -280,7 +288,11 @@ def test_backend_errors_are_redisais_texts_byte_for_byte(server: RunningServer) 
     assert onnx == b"-Failed to load model because protobuf parsing failed."  # ORT's message, no binding prefix
     torch = _wire_error(server, b"AI.MODELSTORE", b"bad", b"TORCH", b"CPU", b"BLOB", b"garbage")
     assert torch.startswith(b"-") and not torch.startswith((b"-ERR ", b"-[")), torch  # torch's own text
-    gpu = _wire_error(server, b"AI.MODELSTORE", b"g", b"TORCH", b"GPU:0", b"BLOB", models.torch_add())
+    gpu = _wire_error(server, b"AI.MODELSTORE", b"g", b"TORCH", ABSENT_GPU.encode(), b"BLOB", models.torch_add())
     assert gpu == b"-GPU requested but Torch couldn't find CUDA"
-    onnx_gpu = _wire_error(server, b"AI.MODELSTORE", b"g", b"ONNX", b"GPU", b"BLOB", models.onnx_add())
-    assert onnx_gpu == b"-ERR GPU requested but ONNX couldn't find CUDA"
+    if not ONNX_HAS_CUDA:  # the CPU onnxruntime: RedisAI's text for any GPU
+        onnx_gpu = _wire_error(server, b"AI.MODELSTORE", b"g", b"ONNX", b"GPU", b"BLOB", models.onnx_add())
+        assert onnx_gpu == b"-ERR GPU requested but ONNX couldn't find CUDA"
+    else:  # onnxruntime-gpu: a device past the last is onnxruntime's own error (docs/gpu.md, "Devices")
+        onnx_gpu = _wire_error(server, b"AI.MODELSTORE", b"g", b"ONNX", ABSENT_GPU.encode(), b"BLOB", models.onnx_add())
+        assert onnx_gpu.startswith(b"-"), onnx_gpu
