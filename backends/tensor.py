@@ -34,7 +34,7 @@ elements once, which is unavoidable for variable-length elements.
 from __future__ import annotations
 
 import math
-import os
+import random
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -303,9 +303,9 @@ def encode_header(dtype: str, shape: Sequence[int], stamp: bytes | None = None) 
 
 
 def new_stamp() -> bytes:
-    """A write's stamp: 8 random bytes (never all zero, which means 'unstamped')."""
-    stamp = os.urandom(STAMP_SIZE)
-    return stamp if stamp != NO_STAMP else b"\x01" + stamp[1:]
+    """A write's stamp: 8 random bytes, never all zero (which means 'unstamped'). From ``random``'s generator, no
+    syscall a write: seeded from the OS and seeded again in a forked child, so processes never share a stream."""
+    return (random.getrandbits(64) or 1).to_bytes(STAMP_SIZE, "little")
 
 
 def stamped_prefix(raw: bytes | bytearray | memoryview) -> bytes | None:

@@ -227,6 +227,11 @@ class DatabaseCache:
         self.hits += 1
         return True, found[0]
 
+    def peek(self, entry: tuple[bytes, ...]) -> Any:
+        """The cached reply of ``entry`` (None: none), not counted as a hit or a miss."""
+        found = self._entries.get(entry)
+        return found[0] if found is not None else None
+
     def holds(self, entry: tuple[bytes, ...]) -> bool:
         """Whether ``entry`` is cached (not counted as a hit or a miss: ``lookup`` does that)."""
         return entry in self._entries
@@ -391,12 +396,13 @@ class TrackedCache:
             self._db(db).note_written(keys)
 
     def remember_tensors(self, db: int, keys: Sequence[bytes], values: Sequence[Any]) -> None:
-        """Keep the stamped tensors this server just wrote (or read) at ``keys``: a run takes them as inputs,
-        and AI.TENSORGET answers them, after the stamp check, without the value crossing the socket again."""
+        """Keep the big stamped tensors this server just wrote (or read) at ``keys``: a run takes them as inputs,
+        and AI.TENSORGET answers them, after the stamp check, without the value crossing the socket again.
+        Small ones (up to TENSOR_ENTRY_LIMIT) are not worth it: their read costs what the check costs."""
         if not self.enabled:
             return
         for key, value in zip(keys, values, strict=True):
-            if isinstance(value, bytes) and stamped_prefix(value) is not None:
+            if isinstance(value, bytes) and len(value) > TENSOR_ENTRY_LIMIT and stamped_prefix(value) is not None:
                 cache = self._cache_for(db, key)
                 if cache is not None:
                     cache.remember((b"GET", key), key, value, _size(value))
@@ -405,10 +411,13 @@ class TrackedCache:
         """Our copy of the stamped tensor at ``key`` (None: none held); still to be checked against the store
         (``still_stored``), which also sees any push on its way: no zero-timeout poll needed here."""
         cache = self._cache_for(db, key)
-        if cache is None or not cache.holds((b"GET", key)):
+        value = cache.peek((b"GET", key)) if cache is not None else None
+        if cache is None or not isinstance(value, bytes) or len(value) <= TENSOR_ENTRY_LIMIT:
             return None
-        value = cache.lookup((b"GET", key))[1]
-        return value if isinstance(value, bytes) and stamped_prefix(value) is not None else None
+        if stamped_prefix(value) is None:
+            return None
+        cache.lookup((b"GET", key))  # a hit: counted, and kept as the most recently used
+        return value
 
     async def still_stored(self, db: int, key: bytes, copy: bytes) -> bool:
         """Whether the store holds ``copy`` at ``key`` now: a GETRANGE of its stamped prefix, over the tracking
