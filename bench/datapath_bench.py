@@ -1,6 +1,6 @@
 """Real-size tensors: a 602 KB image through our server, against redis-server's SET/GET of the same bytes.
 
-Usage: python -m bench.datapath_bench [--requests N] [--clients C] [--small-clients C]
+Usage: python -m bench.datapath_bench [--requests N] [--clients C] [--tree DIR]
 
 The tensor is a 1x3x224x224 FLOAT image (602,112 bytes); the model is a global mean pool and a 3->10 linear
 layer (TorchScript), so its compute is negligible and only moving the tensor is measured. Rows, each at
@@ -145,11 +145,12 @@ def prepare(port: int) -> None:
     conn.close()
 
 
-def run(requests: int, clients: int) -> None:
+def run(requests: int, clients: int, tree: str | None = None) -> None:
+    """The rows above; ``tree``: run our server from that checkout instead (this virtualenv's Python)."""
     dims = [str(d) for d in SHAPE]
     with stack() as servers:
         ref = target("redis-server", servers.enter_context(redis_server()))
-        ours = target("ours (embedded)", servers.enter_context(our_server()))
+        ours = target("ours (embedded)", servers.enter_context(our_server(tree=tree)))
         prepare(ours.port)
         set_ref = measure(ref, ["SET", "k"], requests, clients, image())
         get_ref = measure(ref, ["GET", "k"], requests, clients)
@@ -172,8 +173,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=4000, help="requests per row")
     parser.add_argument("--clients", type=int, default=8, help="client connections (processes for the pipeline)")
+    parser.add_argument("--tree", default=None, help="another checkout to run our server from (compiled there)")
     args = parser.parse_args()
-    run(args.requests, args.clients)
+    run(args.requests, args.clients, args.tree)
 
 
 if __name__ == "__main__":
