@@ -159,3 +159,5 @@ clean:
 	rm -rf $(VENV) .clients .pytest_cache .mypy_cache .ruff_cache build
 	find server backends dag -name '*.so' -delete
 	rm -f *__mypyc*.so
+gpu-bench: venv
+	$(BIN)/python -m bench.gpu_bench $(ARGS)
