@@ -17,7 +17,7 @@ from backends.batching import Allocate, concat_inputs, split_outputs
 from backends.errors import AIError
 from dag.lanes import Lane, LaneFactory, no_lane, open_on_thread
 from dag.queues import DeviceQueue
-from dag.residency import bring_batch_inputs, bring_inputs, finish_run, resident_work
+from dag.residency import bring_batch_inputs, bring_inputs, resident_work, settle_run
 from dag.runinfo import DeviceTicket, RunInfo, Step, Work, size_class
 from dag.watchdog import Abandoned, Watchdog
 
@@ -152,8 +152,11 @@ class Worker:
     @staticmethod
     def _finish(ticket: DeviceTicket) -> None:
         run = ticket.run
-        if run.release():
-            finish_run(run)
+        if run.release():  # finish_run, inline: this is every run's path, compiled (a call into an interpreted module)
+            if run.resident:
+                settle_run(run)
+            if run.on_done is not None:
+                run.on_done(run)
 
 
 def execute_step(run: RunInfo, step: Step, device: str, cpu: bool = True,
