@@ -6,7 +6,9 @@
   keys); a queued command whose keys live on another node answers CROSSSLOT and makes EXEC fail, as Redis
   Cluster's own check would (keys of several slots on the same node: the node answers CROSSSLOT at EXEC).
   SUBSCRIBE/PSUBSCRIBE and PUBLISH use the first primary (a cluster broadcasts PUBLISH to every node);
-  SSUBSCRIBE and SPUBLISH go to the node of the shard channel. Blocking commands wait on their key's node.
+  SSUBSCRIBE and SPUBLISH go to the node of the shard channel; a bare SUNSUBSCRIBE to every node holding shard
+  channels of the client, its confirmations joined into one reply (``_ShardLeave``). Blocking commands wait on
+  their key's node.
 
 A command whose keys hash to several slots answers ``CROSSSLOT`` (nothing sent); MOVED and ASK are followed
 (server/store/cluster_fanout.py ``ForwardSlot``), at most ``MAX_REDIRECTS`` times; keyless fan-out commands
@@ -32,6 +34,7 @@ from server.store.cluster_keys import CrossSlot
 from server.store.cluster_link import MAX_REDIRECTS, clusterdown_named
 from server.store.cluster_state import ClusterState, redirect_target
 from server.store.cluster_topology import node_address
+from server.store.pubsub_state import shard_channels_left
 from server.store.redis import RedisSession
 from server.store.session import SessionSink
 from server.store.upstream import StoreAddress
@@ -61,6 +64,57 @@ def _answered(cluster: ClusterState, frame: bytes, argv: list[bytes], sender: St
 
 def _error_frame(exc: AIError) -> bytes:
     return b"-" + exc.message.replace("\r\n", " ").encode() + b"\r\n"
+
+
+class _ShardLeave:
+    """One client's bare SUNSUBSCRIBE, sent to each node holding some of its shard channels: each node's
+    confirmations are gathered, then the client slot gets them joined (``shard_channels_left``), as one Redis
+    holding every channel would answer."""
+
+    def __init__(self, target: ReplySlot, parts: int) -> None:
+        self._target = target
+        self._frames: list[list[bytes] | None] = [None] * parts
+
+    def part(self, index: int) -> ReplySlot:
+        return _ShardLeavePart(self, index)
+
+    def show(self) -> None:
+        self._target.show()
+
+    def arrived(self, index: int, frames: list[bytes]) -> None:
+        """Node ``index`` sent all its frames (a second call, as when its connection is lost after: ignored)."""
+        if self._frames[index] is not None:
+            return
+        self._frames[index] = frames
+        if all(part is not None for part in self._frames):
+            self._target.fill(shard_channels_left([part for part in self._frames if part is not None]))
+
+
+class _ShardLeavePart(ReplySlot):
+    """A node's slot of a ``_ShardLeave``: its frames collected, handed over once the node sent them all."""
+
+    __slots__ = ("_index", "_leave")
+
+    def __init__(self, leave: _ShardLeave, index: int) -> None:
+        super().__init__()
+        self._leave = leave
+        self._index = index
+
+    def show(self) -> None:
+        self._leave.show()
+
+    def add_frame(self, data: bytes) -> None:
+        super().add_frame(data)
+        if self.done:
+            self._leave.arrived(self._index, self.chunks)
+
+    def fill(self, data: bytes) -> None:
+        super().fill(data)
+        self._leave.arrived(self._index, self.chunks)
+
+    def finish(self) -> None:
+        super().finish()
+        self._leave.arrived(self._index, self.chunks)
 
 
 class ClusterSharedRelay:
@@ -130,6 +184,9 @@ class ClusterSession:
             slot.fill(b"-" + msgs.NESTED_MULTI_MSG.encode() + b"\r\n")  # what the node would answer
             asyncio.get_running_loop().call_soon(self._sink.flush)
             return
+        if name == b"sunsubscribe" and len(argv) == 1 and not self._in_multi:
+            self._leave_shard_channels(argv, slot)
+            return
         in_transaction = self._in_multi
         try:
             address = self._destination(name, argv)
@@ -169,6 +226,21 @@ class ClusterSession:
         if self._in_multi or name == b"watch":
             self._pinned = address
         return address
+
+    def _leave_shard_channels(self, argv: list[bytes], slot: ReplySlot) -> None:
+        """A bare SUNSUBSCRIBE: each shard channel lives on its own node, so every node holding some of this
+        client's is sent one (a single node's would leave only its own, and answer 0 while others stay); none
+        held anywhere, the first primary answers its one confirmation with a nil channel and 0."""
+        holding = [node for node in self._nodes.values() if node.subscription_counts()[2]]
+        if not holding:
+            try:
+                self._to_node(self._cluster.primary_for(None), argv, slot, 0)
+            except AIError as exc:  # no primary serves now
+                self._refuse(exc, slot)
+            return
+        leave = _ShardLeave(slot, len(holding))
+        for index, node in enumerate(holding):
+            node.send(argv, leave.part(index))
 
     def _hold(self, name: bytes, argv: list[bytes], slot: ReplySlot) -> None:
         """MULTI, and what is queued before the transaction's node is known: answered now (``+OK`` /

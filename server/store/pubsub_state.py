@@ -157,6 +157,24 @@ class PubSubState:
         self._exec_replies.clear()
 
 
+def shard_channels_left(parts: list[list[bytes]]) -> bytes:
+    """The reply of a bare SUNSUBSCRIBE sent to every node holding shard channels of a session (``parts``: each
+    node's frames), as one Redis 7 holding them all answers: one confirmation per channel left, its count the
+    shard channels still held after it (down to 0), in the nodes' order; one with a nil channel and 0 when no
+    node held any (the nodes' own, which is that); a node's error instead, should one answer one."""
+    frames = [frame for part in parts for frame in part]
+    error = next((frame for frame in frames if frame[:1] == b"-"), None)
+    if error is not None:
+        return error
+    left = [(frame[:1], found[0], found[1]) for frame in frames
+            if (found := confirmation_of(frame)) is not None and found[1] is not None]
+    if not left:
+        return frames[0] if frames else b""
+    return b"".join(b"%s3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n:%d\r\n" % (kind, len(name), name, len(channel), channel,
+                                                                         len(left) - index)
+                    for index, (kind, name, channel) in enumerate(left, start=1))
+
+
 def confirmation_of(frame: bytes) -> tuple[bytes, bytes | None] | None:
     """(name, channel) when ``frame`` is shaped as a pub/sub confirmation (``subscribe``, ``ch``, count)."""
     if b"subscribe\r\n" not in frame[:24]:

@@ -280,6 +280,43 @@ def test_a_shard_channel_the_node_leaves_when_its_slot_moves_is_left(cluster: Lo
     raw.close()
 
 
+def _on_each_primary(cluster_server: RunningServer, prefix: str) -> list[str]:
+    """One channel name per primary, each of a slot that primary owns, in the primaries' order."""
+    topology = cluster_server.server.ctx.store.cluster.topology  # type: ignore[attr-defined]
+    names: list[str] = []
+    for primary in topology.primaries:
+        names.append(next(f"{prefix}{i}" for i in range(10_000)
+                          if topology.primary_of(key_slot(f"{prefix}{i}".encode())) == primary))
+    return names
+
+
+def _sunsubscribed(channel: str, count: int) -> bytes:
+    return b">3\r\n$12\r\nsunsubscribe\r\n$%d\r\n%s\r\n:%d\r\n" % (len(channel), channel.encode(), count)
+
+
+def test_a_bare_sunsubscribe_leaves_the_shard_channels_of_every_node(cluster: LocalCluster,
+                                                                       cluster_server: RunningServer) -> None:
+    """Shard channels on three nodes: a bare SUNSUBSCRIBE leaves every one, one confirmation each, counting down
+    to 0 as one Redis 7 holding them all would (it reached the first primary only, leaving the others
+    subscribed); the reply pipelined behind it comes after them; a second one answers a nil channel and 0, and
+    SPUBLISH then reaches no one."""
+    channels = _on_each_primary(cluster_server, "shard-news")
+    raw = cluster_server.raw()
+    raw.switch_to_resp3()
+    for channel in channels:
+        raw.send(b"SSUBSCRIBE %s\r\n" % channel.encode())
+        assert raw.read_until(channel.encode() + b"\r\n:1\r\n").endswith(b":1\r\n")
+    raw.send(b"SUNSUBSCRIBE\r\nCLIENT GETNAME\r\n")
+    expected = b"".join(_sunsubscribed(channel, len(channels) - n) for n, channel in enumerate(channels, start=1))
+    assert raw.read_exactly(expected + b"_\r\n", timeout=5) == expected + b"_\r\n"
+    raw.send(b"SUNSUBSCRIBE\r\n")
+    none_left = b">3\r\n$12\r\nsunsubscribe\r\n_\r\n:0\r\n"
+    assert raw.read_exactly(none_left, timeout=5) == none_left
+    for channel in channels:
+        assert owner(cluster, channel).client().execute_command("SPUBLISH", channel, "anyone?") == 0
+    raw.close()
+
+
 def test_a_moved_slot_is_followed(cluster: LocalCluster, client: redis.Redis) -> None:
     """An empty slot handed to another primary behind the server's back: the stale map gets MOVED, which the
     server follows (for AI and relayed commands), and the key lands on the new owner."""
