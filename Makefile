@@ -28,7 +28,7 @@ COMPILED := build/.compiled
 HOT_SOURCES := $(shell sed -n 's/^    "\([a-z_.]*\)",$$/\1/p' server/compiled.py | tr . / | sed 's/$$/.py/')
 SERVE := $(BIN)/redisai-server --bind 127.0.0.1 --port 6379 $(ARGS)
 
-.PHONY: venv venv-run compile purge-compiled run test test-python gpu-check lint typecheck bench soak clean
+.PHONY: venv venv-run compile purge-compiled run test test-python gpu-check gpu-bench lint typecheck bench soak clean
 
 venv: $(FULL_STAMP)
 
@@ -141,6 +141,7 @@ lint: venv
 bench: venv compile
 	$(BIN)/python -m bench.resp_passthrough
 	$(BIN)/python -m bench.tensor_bench
+	$(BIN)/python -m bench.datapath_bench
 	$(BIN)/python -m bench.model_bench
 	$(BIN)/python -m bench.dag_bench
 	$(BIN)/python -m bench.graph_bench
@@ -159,5 +160,7 @@ clean:
 	rm -rf $(VENV) .clients .pytest_cache .mypy_cache .ruff_cache build
 	find server backends dag -name '*.so' -delete
 	rm -f *__mypyc*.so
+
+# where CUDA is present (bench/gpu_bench.py; docs/gpu.md): ResNet-18, torch's floor and the server side by side
 gpu-bench: venv
 	$(BIN)/python -m bench.gpu_bench $(ARGS)
