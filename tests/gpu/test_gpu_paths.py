@@ -1,7 +1,7 @@
 """The GPU paths on a real GPU (marked ``gpu``; skipped without CUDA): batches stacked in pinned staging on
 GPU:0 give the CPU's results, and a DAG mixing GPU:0 and CPU keeps its GPU intermediates on the GPU and still
 answers what the CPU answers. The engine is driven in process (dag/ and backends/, no server), so the check
-needs nothing but torch with CUDA. Run: ``python -m pytest -m gpu tests/integration/test_gpu_paths.py``."""
+needs nothing but torch with CUDA. Run: ``python -m pytest -m gpu tests/gpu/test_gpu_paths.py``."""
 
 from __future__ import annotations
 
