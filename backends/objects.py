@@ -17,10 +17,8 @@ Layout (field → value, all bulk strings)::
                      something else): loaded handles are cached by it, and a run's write checks it, so a model
                      replaced by another server or client is reloaded, never served stale
     blob             the serialized model, exactly the bytes given at store time
-    run_info         the key name it was stored under, written by the store script (server/store/atomic.py):
-                     its AI.INFO counters count and answer only while this is the key's name (not after RENAME)
-    calls, duration, samples, errors
-                     the AI.INFO counters (decimal), zeroed when stored, incremented by every run
+    run_info         a random id, written by the store script (server/store/atomic.py) into this hash and
+                     into its AI.INFO counters' hash: the counters are this object's while the two agree
 """
 
 from __future__ import annotations
@@ -128,8 +126,7 @@ def decode_model_meta(values: Any, exists: Any) -> ModelMeta | None:
 #     entry_points     JSON list of the ENTRY_POINTS names ([] for AI.SCRIPTSET scripts)
 #     digest           sha256 hex of the source: compiled scripts are cached by (device, digest)
 #     source           the TorchScript source, exactly the bytes given at store time
-#     run_info, calls, duration, samples, errors
-#                      as a model's: its stored name and AI.INFO counters
+#     run_info         as a model's: the id shared with its AI.INFO counters
 
 SCRIPT_META_FIELDS: Final = (MARKER_FIELD, b"device", b"tag", b"entry_points", b"digest")
 
