@@ -29,6 +29,9 @@ DECODED_KEPT: Final = 64  # decoded inputs remembered (DecodedInputs), each pinn
 # A value read from the store is a new object every time: it is looked up by its bytes up to this size, where
 # hashing it (~1.5 instructions a byte) costs less than decoding it again (~14,000).
 DECODED_BY_CONTENT_LIMIT: Final = 2048
+# A bigger value (a stamped copy the cache keeps, a new object at every write) is decoded as a view each time:
+# hashing its bytes costs far more than that, and it would pin a copy the cache's budget does not count.
+DECODED_KEPT_LIMIT: Final = 64 * 1024
 
 
 class DecodedInputs:
@@ -47,8 +50,9 @@ class DecodedInputs:
 
     def decode(self, value: Any, cached: bool = True) -> Tensor:
         """``decode_input(value)``, remembered for a numeric tensor. ``cached``: the value came from the coherent
-        cache (any size up to its limit); else only one of at most DECODED_BY_CONTENT_LIMIT bytes is looked up."""
-        if not isinstance(value, bytes) or (not cached and len(value) > DECODED_BY_CONTENT_LIMIT):
+        cache (up to DECODED_KEPT_LIMIT bytes); else only one of at most DECODED_BY_CONTENT_LIMIT bytes is looked
+        up."""
+        if not isinstance(value, bytes) or len(value) > (DECODED_KEPT_LIMIT if cached else DECODED_BY_CONTENT_LIMIT):
             return decode_input(value)
         found = self._by_value.get(value)
         if found is not None:
