@@ -60,6 +60,7 @@ HOT_MODULES: tuple[str, ...] = (
     "server.ai.state",
     "server.ai.steps",
     "server.ai.stored",
+    "server.ai.attempts",
     "dag.parse",
     "dag.inline",
     "dag.cost_table",
