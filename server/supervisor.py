@@ -71,6 +71,12 @@ class Supervisor:
         self._sockets: list[list[socket.socket]] = []  # worker index -> its listening sockets on --port
         self._tls_sockets: list[list[socket.socket]] = []  # worker index -> those on --tls-port (if any)
 
+    @property
+    def _stable_after(self) -> float:
+        """How long a worker must have run for its exit not to count as failing to start: STABLE_AFTER_S past the
+        store's time limit, since a worker whose store never answers waits that long before it exits 1."""
+        return STABLE_AFTER_S + self.config.store_timeout_ms / 1000
+
     def run(self) -> int:
         try:
             worker_config = self._prepare()
@@ -173,11 +179,11 @@ class Supervisor:
             index, started = self._workers.pop(pid, (None, 0.0))
             if index is None:
                 continue
-            quick = time.monotonic() - started < STABLE_AFTER_S
+            quick = time.monotonic() - started < self._stable_after
             self._quick_exits[index] = self._quick_exits.get(index, 0) + 1 if quick else 0
             if self._quick_exits[index] >= QUICK_EXITS_TO_GIVE_UP:
                 log.error("worker %d (pid %d) stopped (%s), %d times in a row within %gs of its start; "
-                          "giving up", index, pid, describe_exit(status), QUICK_EXITS_TO_GIVE_UP, STABLE_AFTER_S)
+                          "giving up", index, pid, describe_exit(status), QUICK_EXITS_TO_GIVE_UP, self._stable_after)
                 raise _GiveUp
             log.warning("worker %d (pid %d) stopped (%s); starting it again", index, pid, describe_exit(status))
             if quick:

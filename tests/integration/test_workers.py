@@ -119,6 +119,22 @@ def test_workers_that_cannot_start_make_the_supervisor_give_up() -> None:
     assert "(exit code 1)" in out.stderr and "status 256" not in out.stderr
 
 
+def test_a_store_that_never_answers_stops_the_supervisor_with_one_line() -> None:
+    """A store that accepts connections and never replies, with --store-timeout-ms longer than the 2 s a start
+    may take: the supervisor exits 1 with the store's one line, not a loop of workers started again. (A worker
+    exit within the store's time limit plus 2 s counts as a failed start: ``Supervisor._stable_after``.)"""
+    port = free_port()
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        out = subprocess.run([sys.executable, "-m", "server", "--port", str(port), "--bind", "127.0.0.1",
+                              "--workers", "1", "--store-timeout-ms", "2500",
+                              "--redis-url", f"redis://127.0.0.1:{silent.getsockname()[1]}"],
+                             capture_output=True, text=True, timeout=110)
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert "did not answer within 2500 ms (--store-timeout-ms)" in out.stderr and "Traceback" not in out.stderr
+
+
 def test_a_port_in_use_is_refused_by_the_supervisor_as_by_one_process() -> None:
     port = free_port()
     with socket.socket() as taken:
