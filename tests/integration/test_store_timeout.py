@@ -6,7 +6,6 @@ and a start that waits on such a store is bounded and stops on SIGTERM."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -20,7 +19,7 @@ import pytest
 import redis
 
 from server.config import Config
-from tests.support import RawClient, free_port, running_server, wait_for_port, wait_until
+from tests.support import RawClient, free_port, redis_server_binary, running_server, wait_for_port, wait_until
 
 TIMEOUT_MS = 1000
 UNAVAILABLE = f"did not answer within {TIMEOUT_MS} ms (--store-timeout-ms)"
@@ -29,9 +28,7 @@ UNAVAILABLE = f"did not answer within {TIMEOUT_MS} ms (--store-timeout-ms)"
 @contextmanager
 def redis_server() -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """A throw-away redis-server (its process, to stop and resume by pid) and its URL."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed")
+    binary = redis_server_binary()  # CI installs it: missing there, the test fails
     port = free_port()
     with tempfile.TemporaryDirectory() as workdir:
         proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
