@@ -1,4 +1,6 @@
-"""docs/commands.md, generated from the command table (house rule 3): ``python -m server.commands.docs``.
+"""docs/commands.md, generated from the command table (CONTRIBUTING.md, *One command table*).
+
+Run ``python -m server.commands.docs > docs/commands.md`` after changing a row.
 
 A test regenerates the text and compares it with the file, so the reference can never drift from what the
 server dispatches.

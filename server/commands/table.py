@@ -1,4 +1,4 @@
-"""The command table, written out literally (house rule 3).
+"""The command table, written out literally (CONTRIBUTING.md, *One command table*).
 
 It drives dispatch, arity errors, ``COMMAND`` replies and docs/commands.md. Commands not listed here go
 to the backing store verbatim. Each row is written by keyword (``command`` / ``ai_command``,

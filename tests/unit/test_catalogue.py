@@ -1,4 +1,4 @@
-"""Every error text lives in the catalogue, backends/errors.py (house rule 4).
+"""Every error text lives in the catalogue, backends/errors.py (CONTRIBUTING.md, *One error catalogue*).
 
 Clients match on these strings byte for byte, so a text written inline elsewhere is one nobody checks
 against RedisAI's wording, and one that drifts when its twin in the catalogue is fixed. The scan reads the
