@@ -175,10 +175,10 @@ PROTO_QUERYBUF_MSG = "ERR Protocol error: query buffer limit exceeded"
 PROTO_UNAUTH_MULTIBULK_MSG = "ERR Protocol error: unauthenticated multibulk length"
 PROTO_UNAUTH_BULK_MSG = "ERR Protocol error: unauthenticated bulk length"
 
-# --- RedisAI messages (REDISAI-REFERENCE.md §7 and Appendix A) ---------------------------------------------------
+# --- RedisAI 1.2.7's messages, byte for byte (clients match on them) ---------------------------------------------
 WRONGTYPE_MSG = "WRONGTYPE Operation against a key holding the wrong kind of value"
 
-# --- models and devices (REDISAI-REFERENCE.md §2.3-2.7, §2.17.1-2.17.2) -----------------------------------------
+# --- models and devices (AI.MODELSTORE/GET/DEL/EXECUTE, AI.MODELSET/RUN) ----------------------------------------
 INVALID_DEVICE_MSG = "ERR Invalid DEVICE"
 UNSUPPORTED_BACKEND_MSG = "ERR unsupported backend"
 COULD_NOT_LOAD_BACKEND_MSG = "ERR Could not load backend"
@@ -257,7 +257,7 @@ ONNX_STRING_NOT_UTF8_MSG = "ERR ONNX string tensors must hold UTF-8 text"
 # Ours: an unexpected exception inside a DAG op (a bug or a runtime's non-AIError), answered for that op.
 OP_FAILED_FMT = "ERR {kind}: {detail}"
 
-# --- AI.CONFIG and AI.INFO (REDISAI-REFERENCE.md §2.14, §2.15, Appendix A) -------------------------------------
+# --- AI.CONFIG and AI.INFO -------------------------------------------------------------------------------------
 CONFIG_UNSUPPORTED_SUBCOMMAND_MSG = "ERR unsupported subcommand"
 CONFIG_LOAD_BACKEND_FAILED_MSG = "ERR error loading backend"
 CONFIG_BACKENDSPATH_MISSING_MSG = "ERR BACKENDSPATH: missing path argument"
@@ -265,7 +265,7 @@ CONFIG_CHUNK_SIZE_MISSING_MSG = "ERR MODEL_CHUNK_SIZE: missing chunk size"
 CONFIG_CHUNK_SIZE_INVALID_MSG = "ERR MODEL_CHUNK_SIZE: invalid chunk size"
 INFO_NO_RUN_INFO_MSG = "ERR cannot find run info for key"
 
-# --- tensors (AI.TENSORSET / AI.TENSORGET; REDISAI-REFERENCE.md §1, §2.1, §2.2, Appendix A) ----------------------
+# --- tensors (AI.TENSORSET / AI.TENSORGET) -----------------------------------------------------------------------
 # (TENSOR_KEY_EMPTY_MSG, shared with the model commands, is in the section above.)
 INVALID_DTYPE_MSG = "ERR invalid data type"
 TENSOR_SHAPE_MSG = "ERR invalid or negative value found in tensor shape"
@@ -287,7 +287,7 @@ TENSORGET_PARSER_ARITY_MSG = "wrong number of arguments for 'AI.TENSORGET' comma
 # Ours, not RedisAI's: limits RedisAI never checks (it would crash or allocate without bound).
 TENSOR_TOO_MANY_DIMS_MSG = "ERR tensor has more than 64 dimensions"
 
-# --- DAGs (REDISAI-REFERENCE.md §2.13, §2.17.5, §4) -------------------------------------------------------------
+# --- DAGs (AI.DAGEXECUTE[_RO], AI.DAGRUN[_RO]) ------------------------------------------------------------------
 DAG_MISSING_ARGS_FMT = "ERR missing arguments for '{cmd}' command"
 DAG_WRONG_ARITY_FMT = "ERR wrong number of arguments for '{cmd}' command"
 DAG_LOAD_MISSING_ARGS_MSG = "ERR missing arguments after LOAD keyword in DAG command"
@@ -318,7 +318,7 @@ DAG_INPUT_NOT_FOUND_MSG = "ERR INPUT key cannot be found in DAG"
 DAG_PERSIST_NOT_FOUND_MSG = "ERR PERSIST key cannot be found in DAG"
 NA_STATUS = "NA"
 
-# --- scripts (AI.SCRIPTSTORE/GET/DEL/EXECUTE, AI.SCRIPTSET/RUN; REDISAI-REFERENCE.md §2.8-2.12, §2.17.3-4, §3) ------
+# --- scripts (AI.SCRIPTSTORE/GET/DEL/EXECUTE, AI.SCRIPTSET/RUN) -----------------------------------------------------
 # (WRONGTYPE_MSG, TENSOR_KEY_EMPTY_MSG, INVALID_TIMEOUT_MSG, UNSUPPORTED_DEVICE_MSG, COULD_NOT_LOAD_BACKEND_MSG and
 # GPU_NOT_AVAILABLE_FMT above are shared with the scripts.)
 SCRIPT_KEY_EMPTY_MSG = "ERR script key is empty"

@@ -1,6 +1,6 @@
 """ONNX models on onnxruntime: one InferenceSession per (model, device), run with plain ``run()``.
 
-``run()`` is several times faster than ``run_with_ort_values`` for small models (DESIGN.md). The
+``run()`` is several times faster than ``run_with_ort_values`` for small models. The
 MODEL_EXECUTION_TIMEOUT is enforced by one watchdog thread that sets ``RunOptions.terminate`` on runs
 past their deadline, as RedisAI does.
 """

@@ -1,6 +1,6 @@
 """TorchScript scripts: compiled from source, run on a device worker, able to call Redis and run models.
 
-REDISAI-REFERENCE.md §3. A script is TorchScript source with top-level ``def`` functions, compiled with a
+As in RedisAI 1.2.7, a script is TorchScript source with top-level ``def`` functions, compiled with a
 ``torch.jit.CompilationUnit`` whose resolution callback maps ``torch``, ``redis`` and ``redisAI`` (any case, as
 RedisAI's resolver does) to torch, ``torch.ops.redis`` and ``torch.ops.redisAI``. Those two namespaces hold
 three operators defined here with Python kernels, registered once when this module is first imported:
@@ -8,12 +8,12 @@ three operators defined here with Python kernels, registered once when this modu
 * ``redis::execute(str cmd, str[] args) -> Any`` — TorchScript packs trailing strings into ``args``, so both
   ``redis.execute("SET", k, v)`` and ``redis.execute("SET", [k, v])`` work. It is defined with
   ``alias_analysis="CONSERVATIVE"``: with the default, TorchScript drops calls whose result is unused (a SET
-  would never happen). Replies become ``None``, ``str``, ``int`` (64-bit: quirk 16 is not reproduced) or, for
+  would never happen). Replies become ``None``, ``str``, ``int`` (64-bit, where RedisAI truncates to 32) or, for
   arrays, a tuple — a Python kernel cannot hand TorchScript an ``Any`` holding a heterogeneous or empty list,
   so scripts turn arrays into ``List[Any]`` with ``redis.asList(x)``, exactly as RedisAI scripts do.
 * ``redis::asList(Any x) -> Any[]``.
 * ``redisAI::model_execute(str key, Tensor[] inputs, int n_outputs) -> Tensor[]`` — runs the model inline on
-  the script's worker thread: no queue, no batching, no AI.INFO statistics (§3.5).
+  the script's worker thread: no queue, no batching, no AI.INFO statistics, as in RedisAI.
 
 The kernels are process-global but the store and the models belong to one server, so each run hands them a
 ``ScriptHost`` through ``_BINDING``, a ``threading.local`` set by ``CompiledScript.run`` (which ``ScriptWork``
@@ -44,8 +44,8 @@ class ScriptHost(Protocol):
     """What a running script may reach beyond its tensors; called on the worker thread."""
 
     def call(self, argv: list[bytes]) -> Any:
-        """Run one command against database 0 (quirk 15); the reply value (an ``AIError`` value for an error
-        reply). Raises ``AIError`` only when the command could not be run at all."""
+        """Run one command against database 0 (as RedisAI's scripts do); the reply value (an ``AIError`` value
+        for an error reply). Raises ``AIError`` only when the command could not be run at all."""
         ...
 
     def model(self, key: bytes) -> LoadedModel:
@@ -97,7 +97,8 @@ def _call_error(message: str) -> str:
 
 
 def script_value(reply: Any) -> Any:
-    """A store reply as a TorchScript value (§3.4); an error reply raises."""
+    """A store reply as a TorchScript value (nil → None, bulk or status → str, an array or map → a flat tuple);
+    an error reply raises."""
     if reply is None or isinstance(reply, (int, str)):
         return reply
     if isinstance(reply, AIError):
@@ -219,8 +220,8 @@ def compile_script(source: bytes, device: Device, entry_points: Sequence[str], i
 
 
 def _positional(function: Any, name: str, tensors: list[torch.Tensor]) -> list[Any]:
-    """The legacy "best effort" binding (§3.2 b): Tensor parameters take one tensor each, a List[Tensor]
-    parameter takes all the rest; surplus tensors are dropped."""
+    """RedisAI's "best effort" binding, for a function that is not an entry point: Tensor parameters take
+    one tensor each, a List[Tensor] parameter takes all the rest; surplus tensors are dropped."""
     arguments = function.schema.arguments
     if len(arguments) > len(tensors):
         raise AIError(msgs.FUNCTION_TOO_FEW_INPUTS_FMT.format(fn=name))
@@ -237,7 +238,7 @@ def _positional(function: Any, name: str, tensors: list[torch.Tensor]) -> list[A
 
 
 def _flatten(result: Any, name: str, n_outputs: int) -> list[torch.Tensor]:
-    """§3.3: with no OUTPUTS the result is ignored; else a Tensor, a List[Tensor] or a tuple of Tensors."""
+    """As RedisAI does: with no OUTPUTS the result is ignored; else a Tensor, a List[Tensor] or a tuple of Tensors."""
     if n_outputs == 0:
         return []
     if isinstance(result, torch.Tensor):

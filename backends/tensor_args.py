@@ -182,7 +182,7 @@ def _from_blob(info: DType, shape: tuple[int, ...], blob: bytes) -> Tensor:
     if len(blob) != count * info.numpy.itemsize:
         raise AIError(msgs.TENSOR_DATA_LENGTH_MSG)
     if info.kind == "bool" and len(blob) > 1:
-        # RedisAI's quirk (reference Appendix B #2): the last byte is not validated.
+        # As in RedisAI 1.2.7, the last byte is not validated.
         if np.frombuffer(blob, dtype=np.uint8, count=len(blob) - 1).max() > 1:
             raise AIError(msgs.TENSOR_BOOL_BLOB_MSG)
     return Tensor(info.name, shape, np.frombuffer(blob, dtype=info.numpy).reshape(shape), trusted=True)

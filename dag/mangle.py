@@ -1,9 +1,10 @@
-"""Local names → slot indices: single assignment, so reusing a name in a DAG is safe (REDISAI-REFERENCE §4.2).
+"""Local names → slot indices: single assignment, so reusing a name in a DAG is safe.
 
 Every write of a name makes a new slot (a new version); a reader binds to the version current at its
 position in the op list, and an op's inputs are bound before its own outputs, so an op may read and write
 the same name. Reading a name that only a later op produces is an error, which makes every DAG acyclic
-and its dependency order the command order. Pure: no store, no threads.
+and its dependency order the command order. RedisAI 1.2.7 binds names the same way. Pure: no store, no
+threads.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The DAG command's header and op split (REDISAI-REFERENCE §2.13, §2.17.5): pure, no store.
+"""The DAG command's header and op split, AI.DAGRUN's included, with RedisAI's checks: pure, no store.
 
 ``AI.DAGEXECUTE [LOAD n key...] [PERSIST n key...] [KEYS n key...] [ROUTING key] [TIMEOUT ms] |> op |> op...``
 

@@ -1,4 +1,4 @@
-"""What a script step does on its worker: call one function of a compiled script (REDISAI-REFERENCE.md §3, §4.7).
+"""What a script step does on its worker: call one function of a compiled script.
 
 Used by a single AI.SCRIPTEXECUTE / AI.SCRIPTRUN (a one-op run) and by the DAG engine's script ops alike. The
 compiled script and the host come from the server layer (server/commands/script.py: ``load_script`` and

@@ -6,7 +6,7 @@ every request is handed to the loop with ``asyncio.run_coroutine_threadsafe`` an
 reply. That cannot deadlock: the loop never waits for a worker (``execute_run`` awaits a future). The wait is
 still bounded, a closed loop is a clear error, and a call made on the loop thread itself is refused.
 
-Both reach database 0 whatever database the client selected (REDISAI-REFERENCE.md §6.2, quirk 15).
+Both reach database 0 whatever database the client selected, as in RedisAI 1.2.7.
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ def script_work(meta: ScriptMeta, compiled: CompiledScript, call: ScriptCallArgs
 
 
 def step_samples(run: RunInfo, step_index: int) -> int:
-    """AI.INFO samples of a model step: dim 0 of its first output (REDISAI-REFERENCE §2.14); 0 without one."""
+    """AI.INFO samples of a model step: dim 0 of its first output, 0 without one, as RedisAI counts them."""
     outputs = run.steps[step_index].outputs
     first = run.slots[outputs[0]] if outputs else None
     return first.shape[0] if first is not None and first.shape else 0

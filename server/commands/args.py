@@ -1,7 +1,9 @@
 """Argument helpers shared by the AI command parsers: RedisAI's three number parsers and a cursor.
 
-REDISAI-REFERENCE.md §0.2: strict-int (Redis ``string2ll``), ac-uint/ac-int (rmutil ArgsCursor: an
-integral double such as ``2.0`` or ``1e3`` is accepted), strict-double.
+RedisAI uses three, chosen per argument: strict-int (Redis ``string2ll``: an optional ``-``, digits, no
+leading zeros, int64), ac-uint/ac-int (rmutil ArgsCursor: strict-int, else an integral double such as ``2.0``
+or ``1e3``; ac-uint refuses negatives) and strict-double (Redis ``getDoubleFromObject``: the whole string,
+``inf`` accepted, ``nan`` refused).
 """
 
 from __future__ import annotations

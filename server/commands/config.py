@@ -1,4 +1,4 @@
-"""AI.CONFIG: RedisAI's run-time settings (REDISAI-REFERENCE.md §2.15).
+"""AI.CONFIG: RedisAI's run-time settings, and two of our own.
 
     AI.CONFIG BACKENDSPATH <path>
     AI.CONFIG LOADBACKEND <TF|TFLITE|TORCH|ONNX> <path>

@@ -1,4 +1,4 @@
-"""Pure parsers of the model commands (no store access): REDISAI-REFERENCE.md §2.3-2.7, §2.17.1-2.17.2.
+"""Pure parsers of the model commands, deprecated MODELSET/MODELRUN included (no store access).
 
 Checks run in RedisAI's order; the first failing check wins. Where RedisAI interleaves a keyspace lookup
 (MODELEXECUTE looks the model up before parsing INPUTS), the caller passes what the lookup found.

@@ -1,4 +1,4 @@
-"""Pure parsers of the script commands (no store access): REDISAI-REFERENCE.md §2.8-2.12, §2.17.3-2.17.4.
+"""Pure parsers of the script commands, deprecated SCRIPTSET/SCRIPTRUN included (no store access).
 
 Checks run in RedisAI 1.2.7's order; the first failing check wins. Where RedisAI interleaves a keyspace
 lookup (SCRIPTEXECUTE/SCRIPTRUN look the script up between the arity check and the rest), the caller does
@@ -65,8 +65,8 @@ def _c_source(raw: bytes) -> bytes:
 
 
 def parse_script_device(raw: bytes) -> Device:
-    """The torch backend's device rule for scripts: anything starting with ``CPU`` (quirk 19: ``CPUxyz`` is
-    a CPU), ``GPU`` or ``GPU:<n>``; else ``ERR unsupported device``."""
+    """The torch backend's device rule for scripts: anything starting with ``CPU`` (``CPUxyz`` is a CPU,
+    as in RedisAI), ``GPU`` or ``GPU:<n>``; else ``ERR unsupported device``."""
     upper = raw.upper()
     if not (upper.startswith(b"CPU") or upper == b"GPU" or upper.startswith(b"GPU:")):
         raise AIError(msgs.UNSUPPORTED_DEVICE_MSG)
@@ -160,8 +160,8 @@ def parse_scriptexecute(argv: list[bytes], *, standalone: bool = True) -> Script
     """AI.SCRIPTEXECUTE key function [KEYS n key...] [INPUTS n key...] [ARGS n arg...] [OUTPUTS m key...]
     [TIMEOUT ms]
 
-    Scopes in any order, each at most once; standalone, the first must be KEYS or INPUTS (quirk 18: also
-    when nothing follows the function). ``standalone=False`` is the DAG op's rule.
+    Scopes in any order, each at most once; standalone, the first must be KEYS or INPUTS (also when nothing
+    follows the function, where RedisAI reads past its arguments). ``standalone=False`` is the DAG op's rule.
     """
     check_scriptexecute_arity(argv)
     cursor = ArgCursor(argv, 3)
@@ -231,8 +231,8 @@ class _RunScan:
 def parse_scriptrun(argv: list[bytes]) -> ScriptExecuteRequest:
     """AI.SCRIPTRUN key function [TIMEOUT ms] [INPUTS key... [$ key...]] [OUTPUTS key...]   (deprecated)
 
-    1.2.7's loose scan: TIMEOUT anywhere, INPUTS optional, ``$`` checked and otherwise ignored (quirk 24:
-    the function's signature decides how tensors bind).
+    1.2.7's loose scan: TIMEOUT anywhere, INPUTS optional, ``$`` checked and otherwise ignored, as RedisAI 1.2
+    does (the function's signature decides how tensors bind).
     """
     check_scriptrun_arity(argv)
     scan = _RunScan()

@@ -1,6 +1,7 @@
 """RedisAI 1.2.7's exact replies for AI.CONFIG and AI.INFO, byte for byte on the wire.
 
-REDISAI-REFERENCE.md §2.14, §2.15, Appendix A (errors), Appendix B quirk 20, Appendix D (golden pairs).
+The error texts, the replies of RedisAI's own tests, and its quirk of answering the statistics when
+AI.INFO's third argument is anything but RESETSTAT.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def test_chunk_size_applies_to_modelget(client: redis.Redis) -> None:
     chunk = len(blob) // 3
     assert client.execute_command("AI.CONFIG", "MODEL_CHUNK_SIZE", chunk) == b"OK"
     chunks = client.execute_command("AI.MODELGET", "m1", "BLOB")
-    assert len(chunks) == 4 and b"".join(chunks) == blob  # Appendix D; quirk 8 when the length divides
+    assert len(chunks) == 4 and b"".join(chunks) == blob  # RedisAI sends an empty last chunk when the length divides
 
 
 def test_loadbackend_once_then_error() -> None:
@@ -172,14 +173,15 @@ def test_model_info_counts_runs_errors_and_resets(server: RunningServer) -> None
     else:
         raise AssertionError("shapes [2,2] and [3] must not add")
     assert _run_info(server, "m")[11:] == [duration, b"samples", 2, b"calls", 2, b"errors", 1]
-    _call(raw, ("AI.INFO", "m", "whatever"), info_bytes("m", "MODEL", "cpu", "v1", duration, 2, 2, 1))  # quirk 20
+    _call(raw, ("AI.INFO", "m", "whatever"), info_bytes("m", "MODEL", "cpu", "v1", duration, 2, 2, 1))  # ignored, as in RedisAI
     _call(raw, ("AI.INFO", "m", "resetstat"), b"+OK\r\n")
     _call(raw, ("AI.INFO", "m"), info_bytes("m", "MODEL", "cpu", "v1", 0, 0, 0, 0))
     raw.close()
 
 
 def test_info_follows_the_key(server: RunningServer) -> None:
-    """§6.2: MODELDEL, DEL and RENAME leave no record under the name; a re-store starts from zero."""
+    """MODELDEL, DEL and RENAME leave no record under the name; a re-store starts from zero. (After a RENAME,
+    RedisAI still answers under the old name; here neither name answers.)"""
     conn, raw = server.client(), server.raw()
     conn.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "VALUES", 2, 3)
     for _ in range(2):

@@ -1,7 +1,7 @@
 """RedisAI 1.2.7's exact error replies for AI.TENSORSET / AI.TENSORGET, byte for byte on the wire.
 
-The catalogue is REDISAI-REFERENCE.md Appendix A (and §2.1/§2.2 for which check wins); the triggers are the
-official tests' (tests/flow/tests_common.py) where they have one.
+The texts and which check wins when several fail are RedisAI's; the triggers are those of RedisAI's own
+tests (its tests/flow/tests_common.py) where they have one.
 """
 
 from __future__ import annotations

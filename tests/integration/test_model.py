@@ -219,7 +219,7 @@ def test_error_replies_on_the_wire(server: RunningServer) -> None:
     expected = b"+OK\r\n+QUEUED\r\n+QUEUED\r\n"
     assert raw.call(b"MULTI\r\nSET k v\r\nAI.MODELEXECUTE m INPUTS 2 a b OUTPUTS 1 c\r\n", expected) == expected
     expected = b"*2\r\n+OK\r\n-ERR Cannot run RedisAI command within a transaction or a LUA script\r\n"
-    assert raw.call(b"EXEC\r\n", expected) == expected  # REDISAI-REFERENCE Appendix D
+    assert raw.call(b"EXEC\r\n", expected) == expected  # RedisAI's reply, from its own tests
 
 
 def test_deprecated_modelset_and_modelrun(client: redis.Redis) -> None:

@@ -1,4 +1,4 @@
-"""Script commands end to end with real TorchScript sources, on both stores (REDISAI-REFERENCE.md §2.8-2.12, §3)."""
+"""Script commands end to end with real TorchScript sources, on both stores, as RedisAI 1.2.7 answers them."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def test_scripts_reach_database_zero(server: RunningServer) -> None:
     store_script(conn, "r", REDIS_SCRIPT, "set_get")
     conn.execute_command("AI.SCRIPTEXECUTE", "r", "set_get", "KEYS", 1, "x", "ARGS", 1, "5", "OUTPUTS", 2, "y", "o")
     assert conn.exists("x") == 0 and conn.exists("y") == 1  # outputs: the client's database
-    assert server.client(db=0).get("x") == b"5"  # redis.execute: database 0 (quirk 15)
+    assert server.client(db=0).get("x") == b"5"  # redis.execute reaches database 0, as in RedisAI
 
 
 def test_model_execute_from_scripts(client: redis.Redis) -> None:

@@ -1,5 +1,5 @@
 """The script backend without a server: compiling, both calling conventions, output flattening, reply
-conversion, and the host's guards against a blocked or closed event loop (REDISAI-REFERENCE.md §3)."""
+conversion, and the host's guards against a blocked or closed event loop."""
 
 from __future__ import annotations
 
