@@ -1,14 +1,13 @@
 """torch's intra-op thread count, set where it counts: in each thread that runs a model or a script.
 
-``torch.set_num_threads`` sets OpenMP's team size for the **calling** thread only. Set from the loop or a
-loader thread, a device worker would still run with the default team (one thread per core), whose spinning
-threads fight the other workers and the event loop for the cores: measured here, 50 clients of a small MLP
-fell from ~2.9k to ~120 req/s. So every run first makes sure its own thread has the configured count: one
-attribute read per run, one ``set_num_threads`` per thread.
+``torch.set_num_threads`` sets OpenMP's team size for the **calling** thread only. Set from the loop or a loader
+thread, a device worker would still run with the default team (one thread per core), whose spinning threads fight
+the other workers and the event loop for the cores, and throughput collapses. So every run first makes sure its own
+thread has the configured count: one attribute read per run, one ``set_num_threads`` per thread.
 
 The same first run also turns autograd off on its thread (``torch.set_grad_enabled(False)``, thread-local in
-torch): models never train here, and a ``with torch.inference_mode()`` around every call cost ~2 µs of
-interpreted context-manager code a run (py-spy, 50 clients of a small MLP).
+torch): models never train here, and a ``with torch.inference_mode()`` around every call would run
+interpreted context-manager code on every run.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Usage: python -m bench.batching_bench [--requests N] [--small-requests N]
 
-The first model is a 1024→2048→2048→10 MLP (tests/models.py torch_wide_mlp): ~1.7 ms per call at batch 1 on
-these machines, ~6 ms for 32 rows, so its batches run on the workers. redis-benchmark runs 32 clients of
+The first model is a 1024→2048→2048→10 MLP (tests/models.py torch_wide_mlp): milliseconds a call, so its
+batches run on the workers. redis-benchmark runs 32 clients of
 AI.MODELEXECUTE against the same server for each way of storing the model; the table prints requests/s and
 the gain over no batching. The second is the 64→128→10 MLP of bench.model_bench, 50 clients: cheap enough that
 its batches run on the event-loop thread (dag/inline_batch.py); its table gives the server CPU per request and

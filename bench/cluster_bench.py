@@ -11,11 +11,11 @@ our server's CPU µs per request (and the store nodes' together), and the ratio 
 request. Four servers run at once — in front of one node and of the cluster, each with its default metadata
 cache (on a cluster: one tracking connection per primary, server/store/cluster_cache.py) and with
 ``--cache-mb 0`` — and each command is measured on the four back to back, ``--rounds`` times, the order
-rotated each round. Why: this VM's speed drifts by 1.5-2x within minutes, so a ratio of two runs minutes apart
-moved ±0.2. A ratio of two runs seconds apart, taken each round, is less exposed to the drift; the table gives
+rotated each round. Why: a shared VM's speed drifts within minutes, so a ratio of two runs minutes apart
+moves with it. A ratio of two runs seconds apart, taken each round, is less exposed to the drift; the table gives
 its median over the rounds, with the lowest and highest round to show how far one round can be trusted. The
 other figures are medians over the rounds. "one, no cache" runs on the same store as "one node": its ratio is
-the control, the method's own noise (on this VM medians of 12 rounds still read 0.85-1.05 there).
+the control, the method's own noise.
 ``--clients``: redis-benchmark's connections (50; fewer shows where a cluster run's shared sends begin);
 ``--only``: the rows to measure, by name.
 """

@@ -3,9 +3,9 @@ this VM that does not move with the hour.
 
 Usage: python -m bench.instructions [--requests N] [--clients N] [--tree DIR ...] [--only NAME ...] [--cluster]
 
-CPU time per request is the benchmarks' figure to compare, but on this shared 2-core VM single rounds of one
-command spread from 155 to 250 µs in one morning, and a change worth 5% cannot be told from that. The number
-of instructions the server runs for one request is the same run after run (±0.5% here). So each command is
+CPU time per request is the benchmarks' figure to compare, but on a shared VM single rounds of one command
+spread by half within a morning, and a change worth 5% cannot be told from that. The number of instructions
+the server runs for one request is the same run after run. So each command is
 sent ``requests`` times by one redis-py client to our server running under ``valgrind --tool=callgrind``
 (instrumentation switched on only around those requests, after 200 to warm up), and the table gives the
 instructions of the server process per request. ``--tree`` (repeatable) measures other checkouts of the

@@ -29,24 +29,21 @@ class CostEstimate:
     (``worker_us``; < 0 until one ran there).
 
     Why two figures: a worker's includes the hand-off itself. torch takes the GIL back several times per call,
-    and while the loop thread is busy each time waits for it, so a 64→128→10 MLP that costs ~60 µs on the loop
-    thread measured 100-400 µs of CPU on a worker under load; and the first calls of a TorchScript module (its
-    profiling executor's runs) cost 2-60 ms. With one figure fed from both places, a cheap model that had left
-    the loop thread (its first run always does) was judged by those worker figures, hovering about the 200 µs
-    budget, and on a slow hour never came back: 1,062 of 20,000 runs inline and ~390 µs of server CPU per
-    request, against ~170 inline in the same hour (docs/performance.md, "The inline cliff").
+    and while the loop thread is busy each time waits for it, so a small model costs a worker several times
+    what it costs the loop thread; and the first calls of a TorchScript module (its profiling executor's runs)
+    cost milliseconds. Judged by the worker's figure, a cheap model that left the loop thread (its first run
+    always does) might never come back (docs/bench-log.md, "The inline cliff").
 
     So the loop thread's own figure decides; the workers' only says whether a try there is worth it (at most
     ``TRY_FACTOR`` x the budget). Where the loop's figure is over budget, a try is made again after
     ``RETRY_FIRST`` runs on the workers, then twice as many after each further try, up to ``RETRY_MAX`` (a
-    model's first run on the loop thread costs more: torch sets up the thread, ~120-300 µs here).
+    model's first run on the loop thread costs more: torch sets up the thread).
 
-    A run here while its device's queue is busy (``contended``: tickets wait, or a worker works) is slowed
-    down by the worker computing beside it: the GIL, and on this machine the core's other hyperthread (tries
-    measured 200-300 µs of a run that costs 60 alone). Such a run is judged with ``TRY_FACTOR`` x the budget
-    and its figure not kept: within it, the model is ``admitted`` - its runs stay here, the queue empties, and
-    the first run with the queue idle gives the figure that decides. Without this, a try made while a worker
-    drained the model's earlier runs always failed, and under load that queue is never empty.
+    A run here while its device's queue is busy (``contended``: tickets wait, or a worker works) is slowed down by
+    the worker computing beside it: the GIL, and the core's other hyperthread. Such a run is judged with
+    ``TRY_FACTOR`` x the budget and its figure not kept: within it, the model is ``admitted`` - its runs stay here,
+    the queue empties, and the first run with the queue idle gives the figure that decides. Without it, a try made
+    while a worker drains the model's earlier runs would always fail, and under load that queue is never empty.
 
     A try's figure replaces the old one; otherwise each run moves the figure by ``SMOOTHING``, by at most
     ``SPIKE`` times upward (a GC pause must not send a cheap model away; a model that really got slower gets

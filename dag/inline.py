@@ -2,8 +2,8 @@
 
 A device worker pays for every op with thread hand-offs: a condition wake-up, the GIL taken back (with the
 loop busy, up to the 5 ms switch interval, several times for torch, which re-acquires the GIL to release
-its Python-owned inputs), and a ``call_soon_threadsafe`` back. Measured here under 50 clients, a 64→128→10
-MLP that computes in ~14 µs cost ~190 µs of CPU on its worker thread. RedisAI never paid this: it has no GIL.
+its Python-owned inputs), and a ``call_soon_threadsafe`` back: for a small model, many times what its
+compute costs (docs/bench-log.md, "The inline cliff"). RedisAI never paid this: it has no GIL.
 
 So a single-op run (AI.MODELEXECUTE, or a one-model DAG) runs inline, on the calling (loop) thread, when:
 
@@ -17,9 +17,8 @@ So a single-op run (AI.MODELEXECUTE, or a one-model DAG) runs inline, on the cal
   thread must never wait for).
 
 It may overtake tickets queued for a worker (other clients' runs: a client's own commands run one after the
-other). It once had to wait for an idle queue instead, and that made the workers a trap: under load the
-queue of a model on the workers is never empty, so none of its runs could come back (docs/performance.md,
-"The inline cliff").
+other). It does not wait for an idle queue: under load the queue of a model on the workers is never
+empty, so none of its runs would ever come back.
 
 An auto-batched run (a model stored with BATCHSIZE) on an idle CPU queue is gathered with the others of the
 same loop iteration instead (``batches``, dag/inline_batch.py), and their batch runs here when one call of
@@ -165,9 +164,9 @@ class InlinePolicy:
         step = run.steps[0]
         if run.is_dead(_monotonic()) or step.work is None:
             return
-        # the cost is this thread's CPU time (two clock reads, ~0.7 µs), not wall time: while a worker computes
-        # beside it (a model coming back from the workers) torch waits here for the GIL at every op, and wall
-        # time said 300 µs of a run that costs 60; a preempted run on a busy machine is no spike either
+        # the cost is this thread's CPU time, not wall time: while a worker computes beside it (a model coming
+        # back from the workers) torch waits here for the GIL at every op, which wall time would count as the
+        # model's; a preempted run on a busy machine is no spike either
         contended = queue.busy()
         elapsed = execute_step(run, step, queue.name)
         estimate = self._estimate(step, _size_class(run, step))

@@ -3,14 +3,13 @@
 On the device queue (dag/queues.py), every request of a model stored with BATCHSIZE is handed to a worker
 thread and its result handed back: a condition wake-up, the GIL taken back several times by torch and the
 worker's own Python per member, a ``call_soon_threadsafe``. For a small model those hand-offs cost far more
-than the request's share of the batched call (docs/performance.md: the worker thread alone spent ~17 µs of CPU
-per request on batches of ~21 rows of a 64→128→10 MLP that computes them in ~20 µs).
+than the request's share of the batched call (docs/performance.md, "Where the time goes").
 
 So, when ``InlinePolicy.batch_eligible`` says so (a single-op run of a model on an idle CPU queue), the run is
 *held* here instead, with every other such run that reaches this point before the loop has gone round twice
 (the callback the first of them schedules reschedules itself once: under load, requests resume in waves, one
-per batch of store replies read, and waiting for the next wave doubled the batches here — 11 → 24 rows a call
-— for a few µs more latency on an idle server). Then it takes them all and, per queue and model:
+per batch of store replies read, and waiting for the next wave doubles the batches here for a few µs more
+latency on an idle server). Then it takes them all and, per queue and model:
 
 * leaves out the runs already dead (TIMEOUT passed: answered TIMEDOUT without running) and those whose client
   went away (their future is cancelled);

@@ -49,7 +49,7 @@ class Step:
     ticket alive until the other devices have produced what it must return.
 
     Step, StepResult, RunInfo and DeviceTicket are built for every request: plain classes, not dataclasses (mypyc
-    compiles their ``__init__``; a dataclass's generated one runs interpreted: docs/performance.md).
+    compiles their ``__init__``; a dataclass's generated one runs interpreted).
     """
 
     __slots__ = ("batch", "device", "index", "inputs", "outputs", "side_effects", "work")

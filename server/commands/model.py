@@ -161,19 +161,13 @@ async def cmd_modelrun(client: Client, argv: list[bytes]) -> Any:
 
 
 async def _execute(client: Client, argv: list[bytes], parse: ParseExecute, tried: Attempt) -> Any:
-    """One try of read, run, write (server/ai/attempts.py: what comes next when something changed). An error
-    before the run found on cached metadata (a model stored again through another server, whose invalidation
-    is still on its way, or a SWAPDB, which sends none) or on a model stored again while it was being loaded is
-    answered only once a read of the store itself finds it too: so it is never one of an older version.
+    """One try of read, run, write; server/ai/attempts.py says what comes next when something changed.
 
-    Only a run whose model or inputs came from the cache has its write check them (STALEMODEL / STALEINPUT):
-    a run on what it read from the store itself ran the model as stored when its command was read, as in
-    RedisAI, whose run keeps the model it started with when another is stored meanwhile. So a run done again
-    is written whatever is stored during it (it answered the raw STALEMODEL error when the model was stored
-    again twice). A batching model never takes its inputs from the cache: reading them is a round trip in
-    which concurrent requests gather (50 clients, BATCHSIZE 32: a mean batch of 23.7 with it, 3.4 without).
-    One coroutine, the checks inline (each level costs every request its creation and a step per
-    resumption)."""
+    An error before the run found on cached metadata, or on a model stored again while loading, is answered
+    only once a read of the store finds it too, so it is never an older version's. Only a run whose model or
+    inputs came from the cache has its write check them (STALEMODEL / STALEINPUT); a run on what it read from
+    the store is written whatever is stored meanwhile, as in RedisAI. A batching model reads its inputs from
+    the store: that round trip is where concurrent requests gather into one batch."""
     ai, keyspace = client.ctx.ai, client.keyspace()
     loading = False
     try:
@@ -229,7 +223,7 @@ class ReadPhase:
 
     def cached_inputs(self, keys: list[bytes]) -> tuple[tuple[bytes, bytes], ...]:
         """(key, value) of the inputs read from the cache. An index loop: mypyc does not specialise a
-        ``zip(..., strict=True)`` (~4,500 instructions a request as a generator over one)."""
+        ``zip(..., strict=True)``."""
         if len(keys) != len(self.inputs):
             raise ValueError("one key an input")
         taken: list[tuple[bytes, bytes]] = []

@@ -5,7 +5,7 @@ read) finishes there, as a plain call would. One that waits (a store round trip,
 load) is driven from then on by ``Driven``: each future it awaits gets a done-callback that sends the
 coroutine its next step, the way a Task's ``__step`` does, but without a Task object, its scheduling on the
 loop, or a wrapper coroutine per command. Most AI commands wait once or twice per request, so this is on
-the hot path (docs/performance.md).
+the hot path.
 
 The same path runs on every supported Python (3.11-3.13). Nothing a handler awaits may need a current Task:
 ``asyncio.wait_for`` and ``asyncio.timeout`` do on 3.12 and later, so time limits use

@@ -18,7 +18,7 @@ class ReplySlot:
     """The reply of one command: ``frames_left`` more frames are awaited; ``chunks`` holds the encoded bytes.
 
     One per command, so a plain class: mypyc compiles its ``__init__``, where a dataclass's generated one
-    would run interpreted (docs/performance.md, "The compiled hot path")."""
+    would run interpreted."""
 
     __slots__ = ("chunks", "frames_left", "suppressed", "transform")
 
