@@ -27,6 +27,7 @@ import torch
 
 from backends import errors as msgs
 from backends.base import NO_NAMES, GraphNames, NamedModel, RuntimeOptions
+from backends.cuda_graphs import CudaGraphs
 from backends.device import Device, ResidentTensor, cuda_ordinal
 from backends.errors import AIError, one_line
 from backends.tensor import Tensor
@@ -122,14 +123,16 @@ class TorchModel(NamedModel):
         wait_for_stream(self._device)
         return [host.numpy() for host in hosts]
 
-    def run_resident(self, values: Sequence[object], device_name: str) -> list[object]:
+    def run_resident(self, values: Sequence[object], device_name: str,
+                     graphs: CudaGraphs | None = None) -> list[object]:
         """Run with inputs that are host ``Tensor``s or ``ResidentTensor``s of this GPU, and leave the outputs on
         it (``ResidentTensor``s of ``device_name``): the DAG engine's path for a GPU queue (dag/residency.py).
-        Outputs of a dtype a host tensor lacks come back to the host at once, as ``run`` brings them."""
+        Outputs of a dtype a host tensor lacks come back to the host at once, as ``run`` brings them. ``graphs``:
+        the lane's CUDA graphs (``--cuda-graphs``): the call is replayed from them when it can be."""
         prepare_run_thread(self._intra_op_threads)
         stream = torch.cuda.current_stream(self._device)
         tensors = [_device_input(value, self._device, stream) for value in values]
-        outputs = self._call(tensors)
+        outputs = self._call(tensors) if graphs is None else graphs.run(self, self._call, tensors)
         ready = new_event()
         ready.record(stream)
         return [_keep(t, device_name, ready, stream) for t in outputs]
@@ -259,18 +262,21 @@ class TorchLane:
 
     On CUDA: a stream of its own, made the thread's current stream (``bind``), so the copies and kernels of one
     thread overlap another's; and staging buffers in pinned memory (``allocate``) that batches are stacked
-    into. On a CPU device (tests, and the bookkeeping without a GPU): no stream, and plain memory. Usage::
+    into; and (``cuda_graphs``, on CUDA only) the lane's own CUDA graphs. On a CPU device (tests, and the
+    bookkeeping without a GPU): no stream, plain memory, no graphs. Usage::
 
-        lane = TorchLane(torch.device("cuda", 0))
+        lane = TorchLane(torch.device("cuda", 0), cuda_graphs=True)
         lane.bind()                                   # on the worker thread, before its first step
         buffer = lane.allocate(np.dtype("<f4"), (16, 3, 224, 224))
     """
 
-    def __init__(self, device: torch.device, keep_resident: bool = True) -> None:
+    def __init__(self, device: torch.device, keep_resident: bool = True, cuda_graphs: bool = False) -> None:
         self.device = device
         self.pin = device.type == "cuda" and torch.cuda.is_available()
         self.stream: torch.cuda.Stream | None = new_stream(device) if self.pin else None
         self.keep_resident = keep_resident and self.pin  # intermediates stay only on a GPU
+        # graphs replay on the resident path, so they need it
+        self.graphs: CudaGraphs | None = CudaGraphs() if cuda_graphs and self.keep_resident else None
 
     def bind(self) -> None:
         """Make this lane's stream the calling thread's current stream for its device (thread-local in torch)."""
@@ -285,7 +291,7 @@ class TorchLane:
         return raw.view(dtype).reshape(shape)
 
 
-def open_lane(device: Device, keep_resident: bool = True) -> TorchLane | None:
+def open_lane(device: Device, keep_resident: bool = True, cuda_graphs: bool = False) -> TorchLane | None:
     """The lane of a worker thread of ``device``'s queue: None for a CPU device, or when torch sees no such GPU
     (the worker then takes the path it always took)."""
     if not device.is_gpu or not torch.cuda.is_available():
@@ -293,4 +299,4 @@ def open_lane(device: Device, keep_resident: bool = True) -> TorchLane | None:
     ordinal = device.index or 0
     if ordinal >= torch.cuda.device_count():
         return None
-    return TorchLane(torch.device("cuda", ordinal), keep_resident)
+    return TorchLane(torch.device("cuda", ordinal), keep_resident, cuda_graphs)

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 
-from dag.lanes import LaneFactory, gpu_lane
+from dag.lanes import DEFAULT_GPU_LANES, LaneFactory, gpu_lane, is_gpu_queue, worker_threads
 from dag.queues import DeviceQueue
 from dag.runinfo import DeviceTicket, RunInfo, Step, make_tickets
 from dag.watchdog import Watchdog
@@ -17,12 +19,17 @@ from dag.worker import Worker
 
 class QueueManager:
     """All device queues of one server and their workers; owned by the ServerContext. ``lanes``: what each
-    worker thread opens on its device (dag/lanes.py): by default a GPU queue's threads get a CUDA stream each
-    and keep intermediates on the GPU; CPU queues' threads get nothing."""
+    worker thread opens on its device (dag/lanes.py): by default a GPU queue's threads get a CUDA stream each,
+    keep intermediates on the GPU and (``cuda_graphs``) capture and replay their TORCH runs; CPU queues' threads
+    get nothing. A GPU queue (``laned``: tests name CPU queues) runs at least ``gpu_lanes`` threads."""
 
-    def __init__(self, threads_per_queue: int, script_limit_ms: int = 0, lanes: LaneFactory = gpu_lane) -> None:
+    def __init__(self, threads_per_queue: int, script_limit_ms: int = 0, lanes: LaneFactory | None = None,
+                 gpu_lanes: int = DEFAULT_GPU_LANES, cuda_graphs: bool = False,
+                 laned: Callable[[str], bool] = is_gpu_queue) -> None:
         self.threads_per_queue = threads_per_queue
-        self.lanes = lanes
+        self.gpu_lanes = gpu_lanes
+        self.laned = laned
+        self.lanes: LaneFactory = lanes if lanes is not None else partial(gpu_lane, cuda_graphs=cuda_graphs)
         self.queues: dict[str, DeviceQueue] = {}
         self.watchdog = Watchdog(self._replace_worker, script_limit_ms)  # steps past their deadline
         self._threads: list[threading.Thread] = []
@@ -37,10 +44,14 @@ class QueueManager:
         with self._lock:
             if name not in self.queues:
                 queue = DeviceQueue(name)
-                for _ in range(self.threads_per_queue):
+                for _ in range(self.threads_for(name)):
                     self._start_worker(queue)
                 self.queues[name] = queue
             return self.queues[name]
+
+    def threads_for(self, name: str) -> int:
+        """Worker threads a queue named ``name`` runs (INFO's ``threads=``): ``--gpu-lanes`` on a GPU."""
+        return worker_threads(name, self.threads_per_queue, self.gpu_lanes, self.laned)
 
     def _start_worker(self, queue: DeviceQueue) -> None:
         """(Call with ``_lock`` held.) One more worker thread on ``queue``."""

@@ -3,25 +3,28 @@
 On a GPU queue whose lane keeps them (dag/lanes.py), a model op's outputs stay on the GPU
 (``backends.device.ResidentTensor``): the next op of the run on the same device takes them as they are, with no
 copy to the host and back. They cross to the host, once, when an op on another device (or one that cannot take
-them, such as a script) needs them (``bring_inputs``), and when the run ends (``settle_run``, before ``on_done``),
-so that everything the event loop reads afterwards (TENSORGET, PERSIST, a stored graph's outputs, AI.INFO's
-sample counts) is a host ``Tensor`` as before. A run with nothing resident (every CPU run) costs one flag read
-(``RunInfo.resident``). Usage, on a worker::
+them, such as a script) needs them (``bring_inputs``), and when the run ends (``settle_run``, before ``on_done``)
+if the event loop reads them afterwards (TENSORGET, PERSIST, a stored graph's outputs: ``needed``; every slot
+when the run does not say), so that what it reads is a host ``Tensor`` as before; an intermediate nobody reads
+stays on the device and goes with the run (AI.INFO's sample counts read its shape). A run with nothing
+resident (every CPU run) costs one flag read (``RunInfo.resident``). Usage, on a worker::
 
     work = resident_work(step, lane)          # None: the plain path
     if run.resident:
         bring_inputs(run, step, step.device if work is not None else None)
     ...
-    finish_run(run)                          # the last ticket let go
+    finish_run(run, needed={4, 7})           # the last ticket let go: slots 4 and 7 are read after it
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import Any
 
+from backends import errors as msgs
 from backends.device import ResidentTensor
+from backends.errors import AIError
 from dag.execute import ModelWork
 from dag.lanes import Lane
 from dag.runinfo import RunInfo, Step, Work
@@ -30,16 +33,24 @@ log = logging.getLogger("redisai.worker")
 
 
 class ResidentWork:
-    """A model step run so that its outputs stay on the device (``ModelWork.run_resident``)."""
+    """A model step run so that its outputs stay on the device (``ModelWork.run_resident``); with the lane's
+    CUDA graphs (``graphs``, not None) the model's ``run_resident`` is handed them."""
 
-    __slots__ = ("device", "work")
+    __slots__ = ("device", "graphs", "work")
 
-    def __init__(self, work: ModelWork, device: str) -> None:
+    def __init__(self, work: ModelWork, device: str, graphs: object | None = None) -> None:
         self.work = work
         self.device = device
+        self.graphs = graphs
 
     def __call__(self, inputs: list[Any]) -> list[Any]:
-        return self.work.run_resident(inputs, self.device)
+        if self.graphs is None:
+            return self.work.run_resident(inputs, self.device)
+        model: Any = self.work.model  # a backend's model beyond LoadedModel (checked by can_stay_resident)
+        outputs: list[Any] = model.run_resident(inputs, self.device, self.graphs)
+        if len(outputs) != self.work.n_outputs:
+            raise AIError(msgs.MODEL_OUTPUT_COUNT_MSG)
+        return outputs
 
 
 def resident_work(step: Step, lane: Lane | None) -> Work | None:
@@ -48,7 +59,7 @@ def resident_work(step: Step, lane: Lane | None) -> Work | None:
     work = step.work
     if lane is None or not lane.keep_resident or not isinstance(work, ModelWork) or not work.can_stay_resident():
         return None
-    return ResidentWork(work, step.device)
+    return ResidentWork(work, step.device, lane.graphs)
 
 
 def bring_inputs(run: RunInfo, step: Step, keep_on: str | None) -> None:
@@ -71,12 +82,14 @@ def bring_batch_inputs(runs: Sequence[RunInfo], steps: Sequence[Step]) -> None:
             bring_inputs(run, step, None)
 
 
-def settle_run(run: RunInfo) -> None:
-    """(The run is finished: no worker touches it.) Every resident slot to the host. One that cannot be copied
+def settle_run(run: RunInfo, needed: Container[int] | None = None) -> None:
+    """(The run is finished: no worker touches it.) The resident slots read after the run (``needed``: a DAG's
+    TENSORGET and PERSIST slots, a graph's outputs; None: all of them) to the host; the others stay where they
+    are, never copied (their shape is still readable; their memory goes with the run). One that cannot be copied
     (a device error) is logged and left empty: the reply answers it as never made."""
     slots = run.slots
     for index, value in enumerate(slots):
-        if type(value) is ResidentTensor:
+        if type(value) is ResidentTensor and (needed is None or index in needed):
             try:
                 slots[index] = value.host()
             except Exception:
@@ -85,9 +98,10 @@ def settle_run(run: RunInfo) -> None:
     run.resident = False
 
 
-def finish_run(run: RunInfo) -> None:
-    """The last ticket of ``run`` let go: its resident tensors to the host, then ``on_done``."""
+def finish_run(run: RunInfo, needed: Container[int] | None = None) -> None:
+    """The last ticket of ``run`` let go: its resident tensors read after it (``needed``) to the host, then
+    ``on_done``."""
     if run.resident:
-        settle_run(run)
+        settle_run(run, needed)
     if run.on_done is not None:
         run.on_done(run)

@@ -146,6 +146,10 @@ OPTIONS: tuple[Option, ...] = (
            "embedded store, one store for all of them. A port another process listens on is refused. AI.INFO "
            "and scans agree across them (they live in the store)."),
     Option("threads-per-queue", _positive_int, 1, "Worker threads per device queue (RedisAI THREADS_PER_QUEUE)."),
+    Option("gpu-lanes", _positive_int, 2, "Worker threads per GPU queue, each with its own CUDA stream and pinned "
+           "staging (at least --threads-per-queue): two runs in flight, so one's copies overlap the other's compute."),
+    Option("cuda-graphs", _yes_no, False, "yes: TORCH models on a GPU are captured once per input shape as CUDA graphs "
+           "and replayed after (docs/gpu.md); no (the default): every run launches its kernels."),
     Option("log-level", _log_level, "notice", "debug, verbose, notice or warning (redis-server levels)."),
     Option("log-format", _log_format, "text", "text (one readable line per event) or json (one JSON object per "
            "line: ts, pid, level, logger, msg and the event's fields)."),
@@ -205,6 +209,8 @@ class Config:
     requirepass: str = ""
     workers: int = 1
     threads_per_queue: int = 1
+    gpu_lanes: int = 2
+    cuda_graphs: bool = False
     log_level: str = "notice"
     log_format: str = "text"
     logfile: str = ""

@@ -42,8 +42,9 @@ class _FakeLane:
     """A lane on a CPU queue: its own staging buffers, the thread it was bound on, and whether it keeps
     outputs resident."""
 
-    def __init__(self, keep_resident: bool = True) -> None:
+    def __init__(self, keep_resident: bool = True, graphs: object | None = None) -> None:
         self.keep_resident = keep_resident
+        self.graphs = graphs
         self.buffers = _Buffers()
         self.bound_on: list[str] = []
 
@@ -276,6 +277,18 @@ def test_only_model_works_of_resident_capable_backends_on_keeping_lanes_stay() -
     plain: Any = type("Plain", (), {"run": lambda self, inputs: inputs, "input_names": [], "output_names": [""]})()
     assert resident_work(Step(0, "GPU:0", (0,), (1,), ModelWork(plain, 1)), _FakeLane()) is None
     assert resident_work(step, _FakeLane()) is not None
+
+
+def test_a_finished_run_brings_over_only_the_slots_read_after_it() -> None:
+    hosts = _Hosts()
+    kept = ResidentTensor("GPU:0", "FLOAT", (3, 1), np.ones((3, 1), np.float32), hosts)
+    read = ResidentTensor("GPU:0", "FLOAT", (1,), np.full(1, 2, np.float32), hosts)
+    run = RunInfo([], [kept, read])
+    run.resident = True
+    finish_run(run, needed={1})
+    assert run.slots[0] is kept and kept.shape == (3, 1)  # never copied; its shape still answers AI.INFO's samples
+    assert type(run.slots[1]) is Tensor and float(run.slots[1].to_numpy()[0]) == 2.0
+    assert hosts.count == 1 and not run.resident
 
 
 def test_finishing_a_run_brings_every_resident_slot_to_the_host_before_on_done() -> None:
