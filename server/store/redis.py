@@ -17,7 +17,7 @@ from backends import errors as msgs
 from backends.errors import AIError
 from server.protocol.reply import array_header, bulk_header
 from server.protocol.slot import ReplySlot
-from server.store.cache import TrackedCache
+from server.store.cache import TrackedCache, TrackingLink
 from server.store.cluster_keys import SlotTags
 from server.store.keyspace import load_scripts
 from server.store.pubsub_state import UNSIZED, PubSubState, confirmation_of
@@ -31,34 +31,24 @@ from server.store.upstream import (
     FrameReader,
     PendingReplies,
     StoreAddress,
+    UpstreamConnection,
     UpstreamProtocol,
     ValueReader,
-    open_upstream,
+    lost_detail,
     pack_command,
     parse_store_url,
 )
 
 
-def lost_detail(exc: Exception | None, address: StoreAddress) -> str:
-    """Why a store connection ended, naming the store (on a cluster: which node went away)."""
-    where = address.describe()
-    if exc is None:
-        return f"connection to {where} closed"
-    return str(exc) if where in str(exc) else f"{exc} ({where})"
-
-
-class RedisSession:
-    """A client's own upstream connection; classifies frames into replies (to slots) and pushes."""
+class RedisSession(UpstreamConnection):
+    """A client's own upstream connection; classifies frames into replies (to slots) and pushes. Its state on
+    the store is the client's: once lost (or given up on), the client is closed and it never reconnects."""
 
     def __init__(self, address: StoreAddress, sink: SessionSink) -> None:
-        self._address = address
+        super().__init__(address, address.db)
         self._sink = sink
         self._proto = 2
-        self._db = address.db
         self._fifo: deque[ReplySlot] = deque()
-        self._outbox: list[bytes] = []
-        self._upstream: UpstreamProtocol | None = None
-        self._connecting: asyncio.Task[None] | None = None
         self._pubsub = PubSubState()
         self._in_multi = False
         self._closed = False
@@ -108,14 +98,6 @@ class RedisSession:
             return False
         return any(self._blocking.get(id(pending), False) and pending.answers_for(slot) for pending in self._fifo)
 
-    def abort(self, detail: str) -> None:
-        """The watchdog gave up on this connection's node: the client's state there is gone, as when the
-        connection is lost (the client is closed; its commands waiting get the error naming the node)."""
-        upstream, self._upstream = self._upstream, None
-        if upstream is not None:
-            upstream.abandon()
-        self._lose(detail)
-
     def set_protocol(self, proto: int) -> None:
         self._proto = proto
         self._fifo.append(ReplySlot())  # the HELLO reply is ours to drop; the client got our own
@@ -126,33 +108,21 @@ class RedisSession:
             self._upstream.write(payload)
             return
         self._outbox.append(payload)
-        if self._connecting is None:
-            self._connecting = asyncio.get_running_loop().create_task(self._connect())
+        self._start_connecting()
 
-    async def _connect(self) -> None:
-        try:
-            upstream = await open_upstream(self._address, FrameReader(), self._address.db, self._on_lost)
-        except (OSError, ConnectionError) as exc:
-            self._connecting = None  # first: the failure replies let clients send more, which must connect anew
-            self._fail_all(str(exc))
-            return
-        self._connecting = None
+    def _accepts(self, upstream: UpstreamProtocol) -> bool:
         if self._closed:
             upstream.close()
-            return
+        return not self._closed
+
+    def _attach(self, upstream: UpstreamProtocol) -> None:
         upstream.on_reply = self._on_frame
         upstream._on_batch_end = self._sink.flush
-        self._upstream = upstream
-        outbox, self._outbox = self._outbox, []
-        upstream.write(b"".join(outbox))
 
-    def _on_lost(self, exc: Exception | None) -> None:
-        self._upstream = None
-        self._lose(lost_detail(exc, self._address))
-
-    def _lose(self, detail: str) -> None:
-        """The client's state on the store is gone: the client is closed (first, so nothing more is sent),
-        its pending commands get the error, and this session never reconnects."""
+    def _lost(self, detail: str) -> None:
+        """The client's state on the store is gone (the connection was lost, or a watchdog gave up on it): the
+        client is closed (first, so nothing more is sent), its pending commands get the error naming the
+        store, and this session never reconnects."""
         if not self._closed:
             self._closed = True
             self._fail_pending(detail)  # (before the client's other connections close, failing theirs: the why)
@@ -245,6 +215,7 @@ class RedisSession:
             self._upstream.close()
         if self._connecting is not None:
             self._connecting.cancel()
+            self._connecting = None
         if self._fifo:
             self._fail_pending(lost_detail(None, self._address))
 
@@ -305,7 +276,7 @@ def _is_message(frame: bytes) -> bool:
     return frame.startswith((b"*3\r\n$7\r\nmessage\r\n", b"*4\r\n$8\r\npmessage\r\n", b"*3\r\n$8\r\nsmessage\r\n"))
 
 
-class SharedRelay:
+class SharedRelay(UpstreamConnection):
     """The stateless relayed commands of every client on one database, over one connection.
 
     A client with no store session of its own yet (no MULTI, WATCH, subscription or RESP3) sends the
@@ -317,42 +288,20 @@ class SharedRelay:
     """
 
     def __init__(self, address: StoreAddress, db: int) -> None:
-        self._address = address
-        self._db = db
+        super().__init__(address, db)
         self._fifo: deque[tuple[ReplySlot, SessionSink]] = deque()
-        self._outbox: list[bytes] = []
         self._answered: dict[int, SessionSink] = {}
-        self._upstream: UpstreamProtocol | None = None
-        self._connecting: asyncio.Task[None] | None = None
 
     def send(self, argv: list[bytes], slot: ReplySlot, sink: SessionSink) -> None:
         self._fifo.append((slot, sink))
         if not self._outbox and self._upstream is not None:
             asyncio.get_running_loop().call_soon(self._flush)
         self._outbox.append(pack_command(argv))
-        if self._upstream is None and self._connecting is None:
-            self._connecting = asyncio.get_running_loop().create_task(self._connect())
+        self._start_connecting()
 
-    def _flush(self) -> None:
-        """Write what this loop iteration queued — only to a live connection: commands queued while it is
-        being made stay queued for it (their slots wait in order in the FIFO)."""
-        if self._upstream is None or not self._outbox:
-            return
-        data, self._outbox = b"".join(self._outbox), []
-        self._upstream.write(data)
-
-    async def _connect(self) -> None:
-        try:
-            upstream = await open_upstream(self._address, FrameReader(), self._db, self._on_lost)
-        except (OSError, ConnectionError) as exc:
-            self._connecting = None  # first: the failure replies let clients send more, which must connect anew
-            self._fail_all(str(exc))
-            return
-        self._connecting = None
+    def _attach(self, upstream: UpstreamProtocol) -> None:
         upstream.on_reply = self._on_frame
         upstream._on_batch_end = self._flush_answered
-        self._upstream = upstream
-        self._flush()
 
     def _on_frame(self, frame: bytes) -> None:
         if not self._fifo or frame[:1] == b">":  # a RESP3 push on a RESP2 link cannot happen; never misroute one
@@ -366,24 +315,8 @@ class SharedRelay:
         for sink in answered.values():
             sink.flush()
 
-    def _on_lost(self, exc: Exception | None) -> None:
-        self._upstream = None
-        self._fail_all(lost_detail(exc, self._address))
-
     def oldest_pending(self) -> object | None:
-        """The command waiting longest for its reply (None: none waits); a cluster's watchdog looks at it."""
-        return self._fifo[0][0] if self._fifo else None
-
-    def waits_blocked(self) -> bool:
-        return False  # (no blocking command is stateless: none comes here)
-
-    def abort(self, detail: str) -> None:
-        """Give up on the connection (its node stopped answering): the commands waiting get the error, and
-        the next command connects anew instead of queueing behind them."""
-        upstream, self._upstream = self._upstream, None
-        if upstream is not None:
-            upstream.abandon()
-        self._fail_all(detail)
+        return self._fifo[0][0] if self._fifo else None  # (no blocking command is stateless: none comes here)
 
     def _fail_all(self, detail: str) -> None:
         error = _store_down_reply(detail)
@@ -393,12 +326,6 @@ class SharedRelay:
             slot.fill(error)
             self._answered[id(sink)] = sink
         self._flush_answered()
-
-    def close(self) -> None:
-        if self._upstream is not None:
-            self._upstream.close()
-        if self._connecting is not None:
-            self._connecting.cancel()
 
 
 BIG_ARGUMENT: Final = 64 * 1024
@@ -430,7 +357,7 @@ def pack_vectored(argv: list[bytes]) -> list[bytes]:
     return out
 
 
-class RedisLink:
+class RedisLink(UpstreamConnection):
     """The keyspace's pipelined connection to one database: many requests in flight, replies in order.
 
     One future per ``pipeline`` call (not one per command and a gather), and the commands of every call made
@@ -438,51 +365,28 @@ class RedisLink:
     (a tensor) goes out as its own buffer of a vectored write, never joined into a copy."""
 
     def __init__(self, address: StoreAddress, db: int) -> None:
-        self._address = address
-        self._db = db
+        super().__init__(address, db)
         self._pending = PendingReplies()
-        self._upstream: UpstreamProtocol | None = None
-        self._lock = asyncio.Lock()
-        self._outbox: list[bytes] = []
         self._vectored = False  # the outbox holds a big argument: written as it is, buffer by buffer
 
-    async def _ensure(self) -> UpstreamProtocol:
-        """The live connection, made by the first of concurrent callers. After the lock's wait it is read
-        through ``_live()``: narrowed to None by the first check, ``self._upstream`` would be taken for None by
-        the compiled code (mypyc trusts mypy's narrowing; docs/performance.md)."""
-        if self._upstream is not None:
-            return self._upstream
-        async with self._lock:
-            upstream = self._live()
-            if upstream is None:
-                upstream = await open_upstream(self._address, ValueReader(), self._db, self._on_lost)
-                upstream.on_reply = self._pending.deliver
-                self._upstream = upstream
-        return upstream
+    def _new_reader(self) -> FrameReader | ValueReader:
+        return ValueReader()
 
-    def _live(self) -> UpstreamProtocol | None:
-        return self._upstream
+    def _attach(self, upstream: UpstreamProtocol) -> None:
+        upstream.on_reply = self._pending.deliver
 
     def pipeline(self, commands: list[list[bytes]]) -> Awaitable[list[Any]]:
-        """The replies of ``commands``: connected, the future itself (no coroutine a call: compiled, each level of
-        coroutines costs its creation and a step per resumption on every request)."""
-        if commands and self._upstream is not None:
+        """The replies of ``commands`` (error replies as AIError values); the store down, AIError raised. The
+        future itself, no coroutine a call (compiled, each level of coroutines costs its creation and a step
+        per resumption on every request)."""
+        if commands:
             return self.submit(commands)
-        return self._pipeline_connecting(commands)
-
-    async def _pipeline_connecting(self, commands: list[list[bytes]]) -> list[Any]:
-        if not commands:
-            return []
-        try:
-            await self._ensure()
-        except (OSError, ConnectionError) as exc:
-            raise AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc)) from exc
-        return await self.submit(commands)
+        return _no_replies()
 
     def submit(self, commands: list[list[bytes]]) -> asyncio.Future[list[Any]]:
-        """Queue ``commands`` on the live connection (``connected`` must hold) and return the future of their
-        replies: several links' futures can be in flight at once and awaited one after the other, with no
-        Task per link (server/store/cluster_link.py)."""
+        """Queue ``commands`` and return the future of their replies: several links' futures can be in flight
+        at once and awaited one after the other, with no Task per link (server/store/cluster_link.py). Not
+        connected yet, they wait in the outbox for the connection that is being made."""
         replies = self._pending.expect(len(commands))
         if not self._outbox:
             replies.get_loop().call_soon(self._flush)  # (get_running_loop() would cost a getpid() syscall)
@@ -493,46 +397,29 @@ class RedisLink:
                 self._vectored = True
             else:
                 outbox.append(pack_command(argv))
+        if self._upstream is None:
+            self._start_connecting()
         return replies
 
-    @property
-    def connected(self) -> bool:
-        return self._upstream is not None
-
     def _flush(self) -> None:
-        """Everything queued in this loop iteration, in one write (to the connection alive now: batches
-        queued before a loss were failed by ``_on_lost``, and their commands dropped with the outbox)."""
-        outbox, self._outbox = self._outbox, []
+        """Everything queued in this loop iteration, in one write (to the connection alive now; while it is
+        being made the outbox waits for it)."""
         upstream = self._upstream
-        if not outbox or upstream is None:
+        if upstream is None or not self._outbox:
             return
+        outbox, self._outbox = self._outbox, []
         if self._vectored and upstream.transport is not None:
             self._vectored = False
             upstream.transport.writelines(outbox)
         else:
             upstream.write(b"".join(outbox))
 
-    def _on_lost(self, exc: Exception | None) -> None:
-        self._upstream = None
-        self._outbox = []
-        self._vectored = False
-        self._pending.fail_all(AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=lost_detail(exc, self._address))))
-
     def oldest_pending(self) -> object | None:
-        """The call waiting longest for its replies (None: none waits); a cluster's watchdog looks at it."""
-        return self._pending.oldest()
+        return self._pending.oldest()  # (the AI commands' calls never block)
 
-    def waits_blocked(self) -> bool:
-        return False  # (the AI commands' calls never block)
-
-    def abort(self, detail: str) -> None:
-        """Give up on the connection (its node stopped answering): the calls waiting get the error, and the
-        next call connects anew instead of queueing behind them."""
-        upstream, self._upstream = self._upstream, None
+    def _fail_all(self, detail: str) -> None:
         self._outbox = []
         self._vectored = False
-        if upstream is not None:
-            upstream.abandon()
         self._pending.fail_all(AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=detail)))
 
     def shards(self) -> list[RedisLink]:
@@ -541,9 +428,9 @@ class RedisLink:
     def node_of(self, key: bytes) -> object:
         return None  # one store: every key's commands share its round trip
 
-    def close(self) -> None:
-        if self._upstream is not None:
-            self._upstream.close()
+
+async def _no_replies() -> list[Any]:
+    return []
 
 
 class RedisStore:
@@ -589,6 +476,11 @@ class RedisStore:
 
     def describe(self) -> str:
         return self.address.describe()
+
+    def connections(self) -> list[UpstreamConnection | TrackingLink]:
+        """Every connection of this store that a command may wait on, but the clients' own sessions: the
+        keyspace's links, the shared relays, the cache's tracking connections (the stall watch's view)."""
+        return [*self._links.all(), *self._relays.all(), *(cache.link for cache in self.cache._dbs.values())]
 
     async def cluster_enabled(self) -> bool:
         """Whether the store is a node of a Redis Cluster (``INFO cluster``: ``cluster_enabled:1``)."""

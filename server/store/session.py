@@ -128,6 +128,10 @@ class LinksByDatabase(Generic[LinkT]):
             self._links[db] = self._make(db)
         return self._links[db]
 
+    def all(self) -> list[LinkT]:
+        """Every link made so far."""
+        return list(self._links.values())
+
     def close_all(self) -> None:
         for link in self._links.values():
             link.close()

@@ -30,6 +30,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
+from server.store.upstream import UpstreamConnection
+
 if TYPE_CHECKING:
     from server.store.redis import RedisStore
 
@@ -39,7 +41,8 @@ TICKS_PER_TIMEOUT = 4
 
 
 class Watched(Protocol):
-    """A pipelined connection to the store (server/store/redis.py: RedisLink, SharedRelay, RedisSession)."""
+    """A pipelined connection to the store (server/store/upstream.py ``UpstreamConnection``, and the cache's
+    tracking connections)."""
 
     def oldest_pending(self) -> object | None: ...
 
@@ -122,13 +125,11 @@ class StallWatch:
 
 
 def single_store_channels(store: RedisStore, clients: Mapping[int, object]) -> list[Watched]:
-    """Every connection of a single store (embedded or --redis-url) that may wait on it: the keyspace's links,
-    the shared relays, the cache's tracking connections, and the sessions of the connected clients
-    (``client.relay.session``)."""
-    found: list[Watched] = [*store._links._links.values(), *store._relays._links.values(),
-                            *(cache.link for cache in store.cache._dbs.values())]
+    """Every connection of a single store (embedded or --redis-url) that may wait on it: the store's own
+    (``RedisStore.connections``) and the sessions of the connected clients (``client.relay.session``)."""
+    found: list[Watched] = [*store.connections()]
     for client in list(clients.values()):
         session = getattr(getattr(client, "relay", None), "session", None)
-        if session is not None and hasattr(session, "oldest_pending"):
+        if isinstance(session, UpstreamConnection):
             found.append(session)
     return found

@@ -1,8 +1,12 @@
-"""Connections to a real Redis: the address from ``--redis-url``, the login, and reply readers.
+"""Connections to a real Redis: the address from ``--redis-url``, the login, reply readers, and the base of
+every kind of store connection.
 
 ``open_upstream`` connects, logs in (AUTH, SELECT) within a timeout and hands back a protocol object whose
 replies go to a callback: raw frames (``FrameReader``, for relaying byte for byte) or decoded values
-(``ValueReader``, hiredis, for the keyspace).
+(``ValueReader``, hiredis, for the keyspace). ``UpstreamConnection`` is what the keyspace's link, the shared
+relay and a client's session share: connecting on first use, the outbox of what waits for the connection,
+failing what waits when it is lost, giving up on it (a watchdog's ``abort``), closing, and what a watchdog
+reads (``oldest_pending``, ``waits_blocked``).
 """
 
 from __future__ import annotations
@@ -280,6 +284,115 @@ async def open_upstream(address: StoreAddress, reader: FrameReader | ValueReader
         raise ConnectionError(f"connection to {address.describe()} lost right after login")
     protocol._on_lost = on_lost
     return protocol
+
+
+def lost_detail(exc: Exception | None, address: StoreAddress) -> str:
+    """Why a store connection ended, naming the store (on a cluster: which node went away)."""
+    where = address.describe()
+    if exc is None:
+        return f"connection to {where} closed"
+    return str(exc) if where in str(exc) else f"{exc} ({where})"
+
+
+class UpstreamConnection:
+    """One connection to one store node, made on first use by a task of its own; what waits meanwhile is
+    queued in ``_outbox`` and written once it is made.
+
+    A subclass says how replies are read (``_new_reader``), where they go (``_attach``), what the command
+    waiting longest is (``oldest_pending``) and how the waiting commands fail (``_fail_all``). A connection
+    that could not be made, was lost or was given up on (``abort``) fails what waits (``_lost``); the next
+    command connects anew."""
+
+    def __init__(self, address: StoreAddress, db: int) -> None:
+        self._address = address
+        self._db = db
+        self._upstream: UpstreamProtocol | None = None
+        self._connecting: asyncio.Task[None] | None = None
+        self._outbox: list[bytes] = []
+
+    @property
+    def address(self) -> StoreAddress:
+        return self._address
+
+    @property
+    def connected(self) -> bool:
+        return self._upstream is not None
+
+    def _new_reader(self) -> FrameReader | ValueReader:
+        return FrameReader()
+
+    def _attach(self, upstream: UpstreamProtocol) -> None:
+        """Route ``upstream``'s replies to this connection (set its ``on_reply`` and batch-end callbacks)."""
+        raise NotImplementedError
+
+    def oldest_pending(self) -> object | None:
+        """The command (or call) waiting longest for its reply; None when none waits, or when it may rightly
+        wait as long as it likes (a blocking command: ``waits_blocked``). The watchdogs look at it."""
+        raise NotImplementedError
+
+    def waits_blocked(self) -> bool:
+        """Whether the oldest command is a blocking one (its store is then probed instead)."""
+        return False
+
+    def _fail_all(self, detail: str) -> None:
+        """Every command waiting fails with the store-down error naming ``detail``; the outbox is dropped."""
+        raise NotImplementedError
+
+    def _lost(self, detail: str) -> None:
+        """The connection could not be kept (lost, or given up on): what waits fails."""
+        self._fail_all(detail)
+
+    def _start_connecting(self) -> None:
+        if self._upstream is None and self._connecting is None:
+            self._connecting = asyncio.get_running_loop().create_task(self._connect())
+
+    async def _connect(self) -> None:
+        try:
+            upstream = await open_upstream(self._address, self._new_reader(), self._db, self._on_lost)
+        except (OSError, ConnectionError) as exc:
+            self._connecting = None  # first: the failure replies let clients send more, which must connect anew
+            self._fail_all(str(exc))
+            return
+        self._connecting = None
+        if not self._accepts(upstream):
+            return
+        self._attach(upstream)
+        self._upstream = upstream
+        self._flush()
+
+    def _accepts(self, upstream: UpstreamProtocol) -> bool:
+        """Whether a connection just made is taken into use (a session closed meanwhile closes it instead)."""
+        return True
+
+    def _flush(self) -> None:
+        """Write the outbox in one write — only to a live connection: what is queued while it is being made
+        stays queued for it."""
+        upstream = self._upstream
+        if upstream is None or not self._outbox:
+            return
+        data, self._outbox = b"".join(self._outbox), []
+        upstream.write(data)
+
+    def _on_lost(self, exc: Exception | None) -> None:
+        self._upstream = None
+        self._lost(lost_detail(exc, self._address))
+
+    def abort(self, detail: str) -> None:
+        """Give up on the connection (its store stopped answering): what waits gets the error naming
+        ``detail``, and the next command connects anew instead of queueing behind it."""
+        upstream, self._upstream = self._upstream, None
+        if upstream is not None:
+            upstream.abandon()
+        self._lost(detail)
+
+    def close(self) -> None:
+        """Close the connection (what still waits on it fails as it is lost), or stop making it."""
+        if self._upstream is not None:
+            self._upstream.close()
+        if self._connecting is not None:
+            self._connecting.cancel()
+            self._connecting = None
+            self._fail_all(lost_detail(None, self._address))
 
 
 async def _connect_and_login(address: StoreAddress, db: int, protocol: UpstreamProtocol,
