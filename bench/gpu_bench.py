@@ -9,7 +9,10 @@ Prints, in one run, where CUDA is present (elsewhere one line, ``gpu_bench: no C
   without and with BATCHSIZE 16, on one process and with ``--workers N``: req/s, p50/p99 and the server's CPU
   (its whole process tree, store included) per request;
 * a 3-op graph of GPU models (three 3x3 convolutions on a 1x3x224x224 image) run by the DAG engine in this
-  process, with and without the intermediates kept on the GPU (dag/residency.py): runs/s and p50.
+  process, with the intermediates copied to the host, kept on the GPU (dag/residency.py), and kept with CUDA
+  graphs (backends/cuda_graphs.py): runs/s and p50;
+* the ResNet at batch 1 in the DAG engine: 8 submitting threads on one lane against two (``--gpu-lanes``),
+  and one thread eager against CUDA graphs (``--cuda-graphs``).
 
 Every loop is bounded in count and in time; clients talk to 127.0.0.1 only; the bench stops only the
 processes it started, by their pid. Usage::
@@ -54,10 +57,10 @@ class Row:
 
     def line(self) -> str:
         cpu = f"{self.cpu_us:10.0f}" if self.cpu_us is not None else f"{'-':>10}"
-        return f"{self.name:<52} {self.rate:10,.0f} {self.p50_ms:9.3f} {self.p99_ms:9.3f} {cpu}"
+        return f"{self.name:<64} {self.rate:10,.0f} {self.p50_ms:9.3f} {self.p99_ms:9.3f} {cpu}"
 
 
-HEADER = f"{'measure':<52} {'per s':>10} {'p50 ms':>9} {'p99 ms':>9} {'CPU us/req':>10}"
+HEADER = f"{'measure':<64} {'per s':>10} {'p50 ms':>9} {'p99 ms':>9} {'CPU us/req':>10}"
 
 
 def cuda_ready() -> bool:
@@ -266,16 +269,17 @@ def store_models(port: int, blob: bytes, device: str) -> None:
 
 
 @contextmanager
-def started_server(workers: int) -> Iterator[tuple[int, int]]:
-    """``python -m server --workers N`` on a free loopback port; yields (port, pid); stopped by that pid (its
-    supervisor stops its own worker processes and store)."""
+def started_server(workers: int, options: Sequence[str] = ()) -> Iterator[tuple[int, int]]:
+    """``python -m server --workers N [options]`` on a free loopback port; yields (port, pid); stopped by that pid
+    (its supervisor stops its own worker processes and store)."""
     import subprocess
 
     from tests.support import free_port, wait_for_port
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "server", "--port", str(port), "--log-level", "warning",
-                             "--workers", str(workers)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             "--workers", str(workers), *options], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     try:
         wait_for_port(port, timeout=60)
         yield port, proc.pid
@@ -290,23 +294,28 @@ def started_server(workers: int) -> Iterator[tuple[int, int]]:
 
 @dataclass(frozen=True, slots=True)
 class Served:
-    """What the server rows run: the model's blob, its device and the image side it takes."""
+    """What the server rows run: the model's blob, its device, the image side it takes, the server's further
+    options (``--cuda-graphs yes``) and whether the BATCHSIZE model is measured too."""
 
     blob: bytes
     device: str = "GPU:0"
     side: int = 224
+    options: tuple[str, ...] = ()
+    batching: bool = True
 
 
 def server_rows(served: Served, workers: int, clients: Sequence[int], seconds: float, limit: int) -> list[Row]:
     """Every (client count, batching) measurement on one server started with ``--workers workers``."""
     rows: list[Row] = []
     side = served.side
-    with started_server(workers) as (port, pid):
+    models = (("resnet", "no batching"), ("resnet_b16", f"BATCHSIZE {BATCH}"))[: 2 if served.batching else 1]
+    flags = "".join(f" {option}" for option in served.options)
+    with started_server(workers, served.options) as (port, pid):
         store_models(port, served.blob, served.device)
-        for key, label in (("resnet", "no batching"), ("resnet_b16", f"BATCHSIZE {BATCH}")):
+        for key, label in models:
             for count in clients:
                 got = run_clients(Clients(port, key, count, side, seconds, limit), pid)
-                name = f"server --workers {workers}, {count} client(s), {label}"
+                name = f"server --workers {workers}{flags}, {count} client(s), {label}"
                 rows.append(Row(name, len(got.latencies) / got.elapsed, percentile_ms(got.latencies, 0.5),
                                 percentile_ms(got.latencies, 0.99), got.cpu * 1e6 / max(len(got.latencies), 1)))
     return rows
@@ -325,13 +334,48 @@ def conv_blob() -> bytes:
     return buffer.getvalue()
 
 
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """One in-process measurement of the DAG engine: the models of a chain (each op feeds the next), its input,
+    the queue manager's settings (lanes kept resident, CUDA graphs, lanes per GPU queue), submitting threads."""
+
+    name: str
+    blobs: tuple[bytes, ...]
+    image: np.ndarray
+    keep: bool = True
+    cuda_graphs: bool = False
+    gpu_lanes: int = 2
+    threads: int = 1
+    device: str = "GPU:0"
+
+
 def graph_rows(seconds: float, limit: int) -> list[Row]:
-    """The same 3-op graph on GPU:0, intermediates kept on the GPU and not."""
-    return [graph_row(keep, seconds, limit) for keep in (False, True)]
+    """The same 3-op graph on GPU:0: intermediates copied to the host, kept on the GPU, kept and replayed from
+    CUDA graphs."""
+    image = np.random.default_rng(2).standard_normal((1, 3, 224, 224), dtype=np.float32)
+    name = "3-op GPU graph (DAG engine), intermediates"
+    blobs = (conv_blob(),) * 3
+    return [engine_row(Engine(f"{name} copied to the host (runs/s)", blobs, image, keep=False), seconds, limit),
+            engine_row(Engine(f"{name} kept on the GPU (runs/s)", blobs, image), seconds, limit),
+            engine_row(Engine(f"{name} kept, CUDA graphs (runs/s)", blobs, image, cuda_graphs=True), seconds, limit)]
 
 
-def graph_row(keep: bool, seconds: float, limit: int) -> Row:
-    """Runs of x → conv → conv → conv on GPU:0 one after another through QueueManager's workers."""
+def lane_and_graph_rows(blob: bytes, side: int, seconds: float, limit: int) -> list[Row]:
+    """ResNet-18 at batch 1 in the DAG engine: one lane against two under 8 submitting threads (copies overlap
+    compute), and eager against CUDA graphs for one thread (launch overhead)."""
+    image = np.random.default_rng(3).standard_normal((1, 3, side, side), dtype=np.float32)
+    name = "ResNet-18 batch 1 (DAG engine)"
+    return [engine_row(Engine(f"{name}, 8 threads, 1 lane (runs/s)", (blob,), image, gpu_lanes=1, threads=8),
+                       seconds, limit),
+            engine_row(Engine(f"{name}, 8 threads, 2 lanes (runs/s)", (blob,), image, threads=8), seconds, limit),
+            engine_row(Engine(f"{name}, 1 thread, eager (runs/s)", (blob,), image), seconds, limit),
+            engine_row(Engine(f"{name}, 1 thread, CUDA graphs (runs/s)", (blob,), image, cuda_graphs=True),
+                       seconds, limit)]
+
+
+def engine_row(engine: Engine, seconds: float, limit: int) -> Row:
+    """Runs of the chain through QueueManager's workers, each submitting thread one run at a time; the rate
+    over all threads and every run's latency."""
     import threading
 
     from backends.base import RuntimeOptions
@@ -343,25 +387,40 @@ def graph_row(keep: bool, seconds: float, limit: int) -> Row:
     from dag.manager import QueueManager
     from dag.runinfo import RunInfo, Step
 
-    models = [TorchBackend().load_model(conv_blob(), parse_device(b"GPU:0"), RuntimeOptions()) for _ in range(3)]
-    image = Tensor.from_numpy(np.random.default_rng(2).standard_normal((1, 3, 224, 224), dtype=np.float32))
-    manager = QueueManager(1, lanes=partial(gpu_lane, keep_resident=keep))
+    device = parse_device(engine.device.encode())
+    works = [ModelWork(TorchBackend().load_model(blob, device, RuntimeOptions()), 1) for blob in engine.blobs]
+    image = Tensor.from_numpy(engine.image)
+    manager = QueueManager(1, lanes=partial(gpu_lane, keep_resident=engine.keep, cuda_graphs=engine.cuda_graphs),
+                           gpu_lanes=engine.gpu_lanes)
+    count = len(works)
 
     def one_run() -> None:
         done = threading.Event()
-        steps = [Step(i, "GPU:0", (i,), (i + 1,), ModelWork(models[i], 1)) for i in range(3)]
-        run = RunInfo(steps, [image, None, None, None], on_done=lambda _run: done.set())
+        steps = [Step(i, device.queue_name, (i,), (i + 1,), works[i]) for i in range(count)]
+        run = RunInfo(steps, [image, *([None] * count)], on_done=lambda _run: done.set())
         manager.submit(run)
         if not done.wait(60) or not all(result.ok for result in run.results):
-            raise RuntimeError("a graph run failed or never ended")
+            raise RuntimeError("a run failed or never ended")
+
+    per_thread: list[list[float]] = [[] for _ in range(engine.threads)]
+
+    def submitter(number: int) -> None:
+        per_thread[number] = timed_loop(one_run, seconds, limit)
 
     try:
-        timed_loop(one_run, 1.0, 20)
-        samples = timed_loop(one_run, seconds, limit)
+        timed_loop(one_run, 1.0, 20)  # warm: cuDNN's algorithms, the graphs' captures
+        submitters = [threading.Thread(target=submitter, args=(n,)) for n in range(engine.threads)]
+        started = time.perf_counter()
+        for thread in submitters:
+            thread.start()
+        for thread in submitters:
+            thread.join(seconds + 120)
+        elapsed = time.perf_counter() - started
     finally:
         manager.close(10)
-    name = f"3-op GPU graph (DAG engine), intermediates {'kept on the GPU' if keep else 'copied to the host'}"
-    return _rate_row(name + " (runs/s)", samples, 1)
+    samples = [t for thread_samples in per_thread for t in thread_samples]
+    return Row(engine.name, len(samples) / max(elapsed, 1e-9), percentile_ms(samples, 0.5),
+               percentile_ms(samples, 0.99))
 
 
 # --- the run --------------------------------------------------------------------------------------------------
@@ -393,7 +452,12 @@ def main(argv: Sequence[str] = ()) -> int:
     for workers in sorted({1, args.workers}):
         for row in server_rows(Served(blob), workers, (1, args.clients), args.seconds, args.requests):
             print(row.line(), flush=True)
-    for row in graph_rows(args.seconds, args.requests):
+    for options in (("--gpu-lanes", "1"), ("--cuda-graphs", "yes")):  # against the default rows above
+        for row in server_rows(Served(blob, options=options, batching=False), 1, (1, args.clients), args.seconds,
+                               args.requests):
+            print(row.line(), flush=True)
+    for row in [*graph_rows(args.seconds, args.requests),
+                *lane_and_graph_rows(blob, side, args.seconds, args.requests)]:
         print(row.line(), flush=True)
     print("server rows: latency of one pipelined request; CPU is the server's process tree (store included)")
     return 0
