@@ -235,7 +235,7 @@ def test_two_devices_run_branches_at_once(store: str) -> None:
 
 
 def test_chain_with_a_script(client: redis.Redis) -> None:
-    """TENSORSET → SCRIPTEXECUTE → MODELEXECUTE → TENSORGET, as the DAG issue asks."""
+    """TENSORSET → SCRIPTEXECUTE → MODELEXECUTE → TENSORGET in one DAG: a script's output feeds a model."""
     from tests.scripts import OLD_SCRIPT, SCRIPT
 
     client.execute_command("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", 2, "bar", "pair", "SOURCE", SCRIPT)

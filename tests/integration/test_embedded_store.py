@@ -392,7 +392,7 @@ def test_clients_cannot_take_the_private_store_out_of_our_hands(embedded: Runnin
     conn = embedded.client()
     for command in (("REPLICAOF", "127.0.0.1", "1"), ("CONFIG", "SET", "requirepass", "x"),
                     ("CONFIG", "SET", "maxmemory", "1gb", "unixsocketperm", "777"), ("ACL", "SETUSER", "eve", "on"),
-                    ("MODULE", "LOAD", "/tmp/x.so")):  # MODULE LIST answers: the ai module (issue 20)
+                    ("MODULE", "LOAD", "/tmp/x.so")):  # (MODULE LIST is ours: the ai module)
         with pytest.raises(redis.ResponseError, match="is not allowed: the embedded store belongs to this server"):
             conn.execute_command(*command)
     assert conn.execute_command("CONFIG", "SET", "maxmemory", "1gb") == b"OK"
