@@ -1,7 +1,7 @@
 """RedisAI 1.2.7's exact error replies for AI.TENSORSET / AI.TENSORGET, byte for byte on the wire.
 
 The texts and which check wins when several fail are RedisAI's; the triggers are those of RedisAI's own
-tests (its tests/flow/tests_common.py) where they have one.
+tests where they have one.
 """
 
 from __future__ import annotations
