@@ -94,22 +94,24 @@ Capture = Callable[[Call, Sequence[torch.Tensor]], Replayable]
 
 
 def capture_graph(call: Call, inputs: Sequence[torch.Tensor]) -> CapturedGraph:
-    """``call`` on copies of ``inputs`` (all on one CUDA device) warmed up on a side stream, then captured
-    (``thread_local``: other lanes' threads keep running while this one captures). Raises when it cannot be."""
+    """``call`` on copies of ``inputs`` (all on one CUDA device) warmed up on a side stream of its own, then
+    captured on that stream (never torch's one default capture stream, which every lane would share) in
+    ``thread_local`` mode (the other lanes' threads keep running meanwhile). Raises when it cannot be."""
     if not inputs or any(t.device.type != "cuda" for t in inputs):
         raise ValueError("a CUDA graph needs inputs on a CUDA device")
     device = inputs[0].device
-    stream = torch.cuda.current_stream(device)
-    static = [t.clone() for t in inputs]
-    side = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]  # torch leaves it untyped
-    side.wait_stream(stream)
-    with torch.cuda.stream(side):
-        for _ in range(WARMUP_RUNS):
-            call(static)
-    stream.wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-        outputs = call(static)
+    with torch.cuda.device(device):
+        stream = torch.cuda.current_stream(device)
+        static = [t.clone() for t in inputs]
+        side = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]  # torch leaves it untyped
+        side.wait_stream(stream)
+        with torch.cuda.stream(side):
+            for _ in range(WARMUP_RUNS):
+                call(static)
+        stream.wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
+            outputs = call(static)
     return CapturedGraph(graph, static, outputs)
 
 
