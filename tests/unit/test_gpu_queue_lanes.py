@@ -60,7 +60,7 @@ def _stand_in(name: str) -> bool:
     return name == "CPU:1"
 
 
-def _wait_all(manager: QueueManager, runs: list[RunInfo], seconds: float = 20) -> None:
+def _wait_all(manager: QueueManager, runs: list[RunInfo], seconds: float = 120) -> None:
     left, lock, done = [len(runs)], threading.Lock(), threading.Event()
 
     def on_done(_run: RunInfo) -> None:
@@ -96,7 +96,7 @@ def test_gpu_queues_run_gpu_lanes_threads_and_cpu_queues_threads_per_queue() -> 
 def test_two_runs_are_in_flight_on_one_queue_each_on_its_own_lane() -> None:
     """Each run blocks until the other is running too: only a queue with two lanes lets both finish."""
     lanes = _Lanes()
-    both_running = threading.Barrier(2, timeout=10)
+    both_running = threading.Barrier(2, timeout=60)
     ran_on: list[str] = []
 
     def meets_the_other(inputs: list[Any]) -> list[Any]:
