@@ -27,6 +27,8 @@ from backends.device import ResidentTensor
 from backends.errors import AIError
 from dag.execute import ModelWork
 from dag.lanes import Lane
+from dag.mangle import ResolvedDag
+from dag.ops import DagOp, TensorGetOp
 from dag.runinfo import RunInfo, Step, Work
 
 log = logging.getLogger("redisai.worker")
@@ -96,6 +98,13 @@ def settle_run(run: RunInfo, needed: Container[int] | None = None) -> None:
                 log.exception("could not copy an intermediate tensor back from %s", value.device)
                 slots[index] = None
     run.resident = False
+
+
+def dag_reads(ops: Sequence[DagOp], resolved: ResolvedDag) -> frozenset[int]:
+    """The slots a DAG's reply and writes read after its run (``settle_run``'s ``needed``): each TENSORGET's
+    and each PERSIST name's."""
+    gets = (resolved.op_inputs[index][0] for index, op in enumerate(ops) if isinstance(op, TensorGetOp))
+    return frozenset((*gets, *(slot for _name, slot in resolved.persist)))
 
 
 def finish_run(run: RunInfo, needed: Container[int] | None = None) -> None:

@@ -20,7 +20,9 @@ from dag.batching import BatchPolicy
 from dag.execute import ModelWork
 from dag.lanes import Lane, gpu_lane, no_lane
 from dag.manager import QueueManager
-from dag.residency import finish_run, resident_work, settle_run
+from dag.mangle import resolve
+from dag.ops import DagOp, TensorGetOp, TensorSetOp
+from dag.residency import dag_reads, finish_run, resident_work, settle_run
 from dag.runinfo import BatchSpec, RunInfo, Step
 
 CUDA = torch.cuda.is_available()
@@ -289,6 +291,14 @@ def test_a_finished_run_brings_over_only_the_slots_read_after_it() -> None:
     assert run.slots[0] is kept and kept.shape == (3, 1)  # never copied; its shape still answers AI.INFO's samples
     assert type(run.slots[1]) is Tensor and float(run.slots[1].to_numpy()[0]) == 2.0
     assert hosts.count == 1 and not run.resident
+
+
+def test_a_dags_reads_after_its_run_are_its_tensorgets_and_persists() -> None:
+    ops: list[DagOp] = [TensorSetOp(b"a", None), TensorSetOp(b"b", None), TensorGetOp(b"a", None),
+                        TensorSetOp(b"a", None)]
+    resolved = resolve([b"x"], ops, [b"b"])  # slots: x 0, a 1, b 2, the second a 3
+    assert dag_reads(ops, resolved) == {1, 2}
+    assert dag_reads([], resolve([b"x"], [], [])) == frozenset()
 
 
 def test_finishing_a_run_brings_every_resident_slot_to_the_host_before_on_done() -> None:
