@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -45,10 +46,11 @@ class _Syncs(torch.nn.Module):
         return x - 1
 
 
-def _load(module: torch.nn.Module, device: str) -> TorchModel:
+def _load(make: Callable[[], torch.nn.Module], device: str) -> TorchModel:
+    """The module ``make`` builds, with the same weights on every device (seeded before it is built)."""
     torch.manual_seed(0)
     buffer = io.BytesIO()
-    torch.jit.save(torch.jit.script(module.eval()), buffer)
+    torch.jit.save(torch.jit.script(make().eval()), buffer)
     return TorchBackend().load_model(buffer.getvalue(), parse_device(device.encode()), RuntimeOptions())
 
 
@@ -68,7 +70,7 @@ def _close(got: np.ndarray, expected: np.ndarray) -> None:
 
 
 def test_replayed_runs_answer_what_eager_runs_and_the_cpu_answer() -> None:
-    gpu, cpu = _load(_Net(), "GPU:0"), _load(_Net(), "CPU")
+    gpu, cpu = _load(_Net, "GPU:0"), _load(_Net, "CPU")
     graphs = CudaGraphs()
     inputs = _rows(5) + _rows(3, batch=4, seed=2)  # new values of one shape each run, then a second shape
     for tensor in inputs:
@@ -81,7 +83,7 @@ def test_replayed_runs_answer_what_eager_runs_and_the_cpu_answer() -> None:
 
 
 def test_a_model_that_syncs_with_the_host_runs_eagerly() -> None:
-    gpu = _load(_Syncs(), "GPU:0")
+    gpu = _load(_Syncs, "GPU:0")
     graphs = CudaGraphs()
     for tensor in _rows(3):
         got = _hosted(gpu.run_resident([tensor], "GPU:0", graphs))
@@ -107,7 +109,7 @@ def _run_concurrently(manager: QueueManager, make: list[RunInfo]) -> None:
 
 @pytest.mark.parametrize("graphs", [False, True])
 def test_two_lanes_answer_concurrent_dags_of_gpu_ops_as_the_cpu(graphs: bool) -> None:
-    gpu, cpu = _load(_Net(), "GPU:0"), _load(_Net(), "CPU")
+    gpu, cpu = _load(_Net, "GPU:0"), _load(_Net, "CPU")
     manager = QueueManager(1, cuda_graphs=graphs)
     assert manager.threads_for("GPU:0") == 2
     work = ModelWork(gpu, 1)
