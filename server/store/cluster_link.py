@@ -1,25 +1,35 @@
-"""The keyspace's link to a Redis Cluster: one ``pipeline`` call spread over the shards that own its keys.
+"""The keyspace's link to the store: one ``pipeline`` call spread over the shards that own its keys. A single
+store is a cluster of one shard: its ``Router`` (``OneNode``) sends every call to its one node's link as it is.
 
-Each command goes to the primary of its keys' slot (a MULTI … EXEC block as one unit, by the slot of the
-commands inside it); the commands for one node leave in that node's pipelined link, and the nodes are asked
-in parallel, one round trip each. Replies come back in the caller's order. MOVED is followed after a topology
-refresh, ASK with ASKING, TRYAGAIN after a short pause — each at most ``MAX_REDIRECTS`` times — and a node
-that cannot be reached answers its commands with the error naming it, and makes the map be read again.
+On a cluster (``ClusterState``, server/store/cluster_state.py), each command goes to the primary of its keys'
+slot (a MULTI … EXEC block as one unit, by the slot of the commands inside it); the commands for one node leave
+in that node's pipelined link (``RedisLink``), and the nodes are asked in parallel, one round trip each.
+Replies come back in the caller's order. MOVED is followed after a topology refresh, ASK with ASKING,
+TRYAGAIN after a short pause — each at most ``MAX_REDIRECTS`` times — and a node that cannot be reached answers
+its commands with the error naming it, and makes the map be read again.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any, Final
 
 from backends import errors as msgs
 from backends.errors import AIError
 from server.store.cluster_keys import CrossSlot, common_slot
-from server.store.cluster_state import ClusterState, is_redirect, is_retry_later, redirect_target
 from server.store.keyspace import StoreLink
-from server.store.redis import RedisLink
-from server.store.upstream import StoreAddress
+from server.store.upstream import (
+    FrameReader,
+    PendingReplies,
+    StoreAddress,
+    UpstreamConnection,
+    UpstreamProtocol,
+    ValueReader,
+    has_big_argument,
+    pack_command,
+    pack_vectored,
+)
 
 MAX_REDIRECTS: Final = 5
 TRYAGAIN_PAUSE_S: Final = 0.02
@@ -31,34 +41,209 @@ Unit = list[int]  # indices into the caller's commands that must run together on
 Batches = list[tuple[StoreAddress, list[tuple[Unit, bool]]]]
 
 
-class ClusterLink:
-    """A StoreLink over every shard (see the module docstring)."""
+class RedisLink(UpstreamConnection):
+    """One node's pipelined connection (to one database of it): many requests in flight, replies in order.
 
-    def __init__(self, cluster: ClusterState) -> None:
-        self._cluster = cluster
+    One future per ``pipeline`` call (not one per command and a gather), and the commands of every call made
+    in one loop iteration leave in one write: many clients' reads and writes share a syscall. A big argument
+    (a tensor) goes out as its own buffer of a vectored write, never joined into a copy."""
+
+    def __init__(self, address: StoreAddress, db: int) -> None:
+        super().__init__(address, db)
+        self._pending = PendingReplies()
+        self._vectored = False  # the outbox holds a big argument: written as it is, buffer by buffer
+
+    def _new_reader(self) -> FrameReader | ValueReader:
+        return ValueReader()
+
+    def _attach(self, upstream: UpstreamProtocol) -> None:
+        upstream.on_reply = self._pending.deliver
+
+    def pipeline(self, commands: list[list[bytes]]) -> Awaitable[list[Any]]:
+        """The replies of ``commands`` (error replies as AIError values); the store down, AIError raised. The
+        future itself, no coroutine a call (compiled, each level of coroutines costs its creation and a step
+        per resumption on every request)."""
+        if commands:
+            return self.submit(commands)
+        return _no_replies()
+
+    def submit(self, commands: list[list[bytes]]) -> asyncio.Future[list[Any]]:
+        """Queue ``commands`` and return the future of their replies: several links' futures can be in flight
+        at once and awaited one after the other, with no Task per link (``ClusterLink._send_all``). Not
+        connected yet, they wait in the outbox for the connection that is being made."""
+        replies = self._pending.expect(len(commands))
+        if not self._outbox:
+            replies.get_loop().call_soon(self._flush)  # (get_running_loop() would cost a getpid() syscall)
+        outbox = self._outbox
+        for argv in commands:
+            if has_big_argument(argv):
+                outbox.extend(pack_vectored(argv))
+                self._vectored = True
+            else:
+                outbox.append(pack_command(argv))
+        if self._upstream is None:
+            self._start_connecting()
+        return replies
+
+    def _flush(self) -> None:
+        """Everything queued in this loop iteration, in one write (to the connection alive now; while it is
+        being made the outbox waits for it)."""
+        upstream = self._upstream
+        if upstream is None or not self._outbox:
+            return
+        outbox, self._outbox = self._outbox, []
+        if self._vectored and upstream.transport is not None:
+            self._vectored = False
+            upstream.transport.writelines(outbox)
+        else:
+            upstream.write(b"".join(outbox))
+
+    def oldest_pending(self) -> object | None:
+        return self._pending.oldest()  # (the AI commands' calls never block)
+
+    def shards(self) -> list[RedisLink]:
+        return [self]  # (a node is a shard of its own)
+
+    def node_of(self, key: bytes) -> object:
+        return self
+
+    def _fail_all(self, detail: str) -> None:
+        self._outbox = []
+        self._vectored = False
+        self._pending.fail_all(AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=detail)))
+
+
+async def _no_replies() -> list[Any]:
+    return []
+
+
+class Router:
+    """Where the commands of a key go: the shards of the store and the node of each. A cluster's slot map
+    (``ClusterState``), or a single store's one node (``OneNode``: ``only`` is its link, and every command goes
+    there). The defaults are a single node's: no slots, no redirects, nothing to refresh."""
+
+    def __init__(self, only: RedisLink | None = None) -> None:
+        self.only = only
+
+    def shards(self) -> list[RedisLink]:
+        """One link per primary, for what must visit every shard (SCAN)."""
+        raise NotImplementedError
+
+    def node_for(self, key: bytes) -> object:
+        """The node serving ``key`` now: the same object for every key it serves (None: no node does now)."""
+        raise NotImplementedError
+
+    def primary_for(self, slot: int | None) -> StoreAddress:
+        """The node a command of ``slot`` goes to (None: keyless); AIError when no node serves it."""
+        raise NotImplementedError
+
+    def link(self, address: StoreAddress) -> RedisLink:
+        """The pipelined link to the node at ``address``."""
+        raise NotImplementedError
+
+    def slot_of(self, argv: list[bytes]) -> int | AIError | None:
+        """The slot of ``argv``'s keys (None: keyless, or a store without slots); CROSSSLOT as a value."""
+        return None
+
+    def keys_of(self, argv: list[bytes]) -> list[bytes]:
+        return []
+
+    def address(self, where: StoreAddress) -> StoreAddress:
+        """A node named by a redirect, with our login settings."""
+        return where
+
+    def request_refresh(self) -> None:
+        """Read the map again soon (a node failed, or said its slot moved)."""
+
+    async def refreshed(self) -> None:
+        """Wait until the map was read again."""
+
+    def close(self) -> None:
+        """Close every link."""
+        raise NotImplementedError
+
+
+class OneNode(Router):
+    """A single store: one shard, one node, one link (a database of it)."""
+
+    def __init__(self, link: RedisLink) -> None:
+        super().__init__(link)
+        self._link = link
+
+    def shards(self) -> list[RedisLink]:
+        return [self._link]
+
+    def node_for(self, key: bytes) -> object:
+        return self._link
+
+    def primary_for(self, slot: int | None) -> StoreAddress:
+        return self._link.address
+
+    def link(self, address: StoreAddress) -> RedisLink:
+        return self._link
+
+    def close(self) -> None:
+        self._link.close()
+
+
+def redirect_target(message: str, sender: StoreAddress) -> tuple[str, StoreAddress | None, bool]:
+    """(kind, where, asking) of a MOVED / ASK error text; kind '' when it is neither. An empty host (a node
+    announcing no endpoint) means the host of the node that answered, as in Redis Cluster clients."""
+    parts = message.split()
+    if len(parts) != 3 or parts[0] + " " not in (msgs.MOVED_PREFIX, msgs.ASK_PREFIX):
+        return "", None, False
+    host, _, port = parts[2].rpartition(":")
+    if not port.isdigit():
+        return "", None, False
+    return parts[0], StoreAddress(host=host or sender.host, port=int(port)), parts[0] == "ASK"
+
+
+def is_redirect(reply: Any) -> bool:
+    return isinstance(reply, AIError) and reply.message.startswith((msgs.MOVED_PREFIX, msgs.ASK_PREFIX))
+
+
+def is_retry_later(reply: Any) -> bool:
+    """TRYAGAIN: a multi-key command during a slot migration; the same command may succeed soon."""
+    return isinstance(reply, AIError) and reply.message.startswith("TRYAGAIN")
+
+
+class ClusterLink:
+    """The keyspace's ``StoreLink`` over every shard of a ``Router`` (see the module docstring)."""
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+        self._only = router.only
 
     def shards(self) -> Sequence[StoreLink]:
         """One link per primary, for what must visit every shard (SCAN)."""
-        return [self._cluster.link(address) for address in self._cluster.topology.primaries]
+        return self.router.shards()
 
     def node_of(self, key: bytes) -> object:
-        """The primary serving ``key``'s slot (the map's one address object a node), or None when none does."""
-        try:
-            return self._cluster.primary_for(self._cluster.tags.slot(key))
-        except AIError:
-            return None
+        """The node serving ``key``'s slot (the same object for every key it serves), or None when none does."""
+        return self.router.node_for(key)
 
-    async def pipeline(self, commands: list[list[bytes]]) -> list[Any]:
-        slots = [self._slot(argv) for argv in commands]
+    def close(self) -> None:
+        self.router.close()
+
+    def pipeline(self, commands: list[list[bytes]]) -> Awaitable[list[Any]]:
+        """The replies of ``commands`` in the caller's order (error replies as AIError values; a node down,
+        AIError raised). One node: its link's future itself, no coroutine a call."""
+        only = self._only
+        if only is not None:
+            return only.pipeline(commands)
+        return self._routed(commands)
+
+    async def _routed(self, commands: list[list[bytes]]) -> list[Any]:
+        slots = [self.router.slot_of(argv) for argv in commands]
         common = _common(slots)
         if common != SPREAD:  # the common case: every command for one slot (or keyless): no routing tables
-            live = self._live_node(common)
-            if live is not None:  # (here, not in a coroutine of its own: one generator less per request)
-                address, link = live
+            node = self._node(common)
+            if node is not None:  # (here, not in a coroutine of its own: one generator less per request)
+                address, link = node
                 try:
                     replies = await link.submit(commands)
                 except AIError as exc:
-                    self._cluster.request_refresh()
+                    self.router.request_refresh()
                     return [exc] * len(commands)
                 if _any_error(replies):  # a redirect or error reply continues the general way from this send
                     sent: Batches = [(address, [(unit, False) for unit in _units(commands)])]
@@ -72,30 +257,14 @@ class ClusterLink:
             await self._follow(commands, pending, replies, sent=True)
         return replies
 
-    def _slot(self, argv: list[bytes]) -> int | AIError | None:
+    def _node(self, slot: int | None) -> tuple[StoreAddress, RedisLink] | None:
+        """The primary of ``slot`` (None: keyless) and its link; None when no node serves the slot (the general
+        way then names the slot in its error)."""
         try:
-            tags = self._cluster.tags
-            if len(argv) > 1 and (argv[0] == b"GET" or argv[0] == b"HMGET"):  # our reads: the key, then fields
-                return tags.slot(argv[1])
-            if len(argv) > 3 and argv[0] == b"EVALSHA":  # our scripts: the keys follow their count (no key-spec lookup)
-                if argv[2] == b"1":
-                    return tags.slot(argv[3])
-                count = int(argv[2]) if argv[2].isdigit() else -1
-                if 0 <= count <= len(argv) - 3:
-                    return tags.common(argv[3 : 3 + count])
-            return self._cluster.keys.slot(argv)
-        except CrossSlot as exc:
-            return exc
-
-    def _live_node(self, slot: int | None) -> tuple[StoreAddress, RedisLink] | None:
-        """The primary of ``slot`` (None: keyless) and its link, when connected; None: the slot unserved, or the
-        node not connected yet — the general way then (it connects, or names the slot in its error)."""
-        try:
-            address = self._cluster.primary_for(slot)
+            address = self.router.primary_for(slot)
         except AIError:
             return None
-        link = self._cluster.link(address)
-        return (address, link) if link.connected else None
+        return address, self.router.link(address)
 
     async def _follow(self, commands: list[list[bytes]], pending: Batches, replies: list[Any],
                       sent: bool = False) -> None:
@@ -110,7 +279,7 @@ class ClusterLink:
             sent = False
             pending, moved, later = self._redirected(pending, replies, final=attempt == MAX_REDIRECTS)
             if moved:
-                await self._cluster.refreshed()
+                await self.router.refreshed()
             elif later:
                 await asyncio.sleep(TRYAGAIN_PAUSE_S)
 
@@ -118,7 +287,7 @@ class ClusterLink:
         by_node: Batches = []
         for unit in units:
             try:
-                address = self._cluster.primary_for(_unit_slot([slots[i] for i in unit]))
+                address = self.router.primary_for(_unit_slot([slots[i] for i in unit]))
             except AIError as exc:
                 for i in unit:
                     replies[i] = exc
@@ -133,14 +302,12 @@ class ClusterLink:
         in_flight = []
         for address, units in pending:
             batch = _batch(commands, units)
-            link = self._cluster.link(address)
-            future = link.submit(batch) if link.connected else None
-            in_flight.append((address, units, batch, future))
+            in_flight.append((address, units, batch, self.router.link(address).submit(batch)))
         for address, units, batch, future in in_flight:
             try:
-                answers = await (future if future is not None else self._cluster.link(address).pipeline(batch))
+                answers = await future
             except AIError as exc:
-                self._cluster.request_refresh()  # a node that fails may have been replaced by its replica
+                self.router.request_refresh()  # a node that fails may have been replaced by its replica
                 answers = [exc] * len(batch)
             self._deliver(address, commands, units, answers, replies)
 
@@ -159,8 +326,8 @@ class ClusterLink:
         node named; any CLUSTERDOWN makes the map be read again (the node lost slots or quorum)."""
         if not reply.message.startswith(msgs.CLUSTERDOWN_PREFIX):
             return reply
-        self._cluster.request_refresh()
-        return AIError(clusterdown_named(reply.message, self._cluster.keys.keys(argv), address))
+        self.router.request_refresh()
+        return AIError(clusterdown_named(reply.message, self.router.keys_of(argv), address))
 
     def _redirected(self, sent: Batches, replies: list[Any], final: bool) -> tuple[Batches, bool, bool]:
         """The units to send again, and where (MOVED/ASK: to the node named, TRYAGAIN: to the same one); and
@@ -174,7 +341,7 @@ class ClusterLink:
                     kind, where, asking = redirect_target(redirect.message, address)
                     moved = moved or kind == "MOVED"
                     if where is not None:
-                        _add(again, self._cluster.address(where), (unit, asking), True)
+                        _add(again, self.router.address(where), (unit, asking), True)
                 elif any(is_retry_later(replies[i]) for i in unit) and not final:
                     later = True
                     _add(again, address, (unit, asking_before), True)  # (sent after ASKING: again after it)

@@ -31,8 +31,8 @@ from server.store.cluster_fanout import (
     split_scan_cursor,
 )
 from server.store.cluster_keys import CrossSlot
-from server.store.cluster_link import MAX_REDIRECTS, clusterdown_named
-from server.store.cluster_state import ClusterState, redirect_target
+from server.store.cluster_link import MAX_REDIRECTS, clusterdown_named, redirect_target
+from server.store.cluster_state import ClusterState
 from server.store.cluster_topology import node_address
 from server.store.pubsub_state import shard_channels_left
 from server.store.redis import RedisSession

@@ -2,9 +2,9 @@
 one shared relay per primary, and the refresh that follows the cluster after MOVED or a failover.
 
 A refresh asks the known primaries, then the seeds, for CLUSTER SHARDS (CLUSTER SLOTS on a store too old for
-it); one runs at a time, and a burst of MOVED replies costs one. Redirect replies are recognised here too:
-``MOVED slot host:port`` (the slot moved for good: refresh, then go there) and ``ASK slot host:port`` (a slot
-in migration: that one command goes there after ASKING). A node that leaves a command unanswered too long is
+it); one runs at a time, and a burst of MOVED replies costs one. It is the links' ``Router``
+(server/store/cluster_link.py): the slot of a command, the primary of a slot, each node's link. A node that
+leaves a command unanswered too long is
 given up on (server/store/cluster_watch.py); ``on_change`` callbacks hear of every new map (the metadata
 cache drops what it holds: server/store/cluster_cache.py).
 """
@@ -19,11 +19,13 @@ from typing import Any, Final, Protocol, TypeVar
 
 from backends import errors as msgs
 from backends.errors import AIError
-from server.store.cluster_keys import KeyFinder, SlotTags
+from server.store.cluster_keys import CrossSlot, KeyFinder, SlotTags
+from server.store.cluster_link import RedisLink, Router
+from server.store.cluster_link import is_redirect as is_redirect  # (server/store/cluster_cache.py imports it here)
 from server.store.cluster_topology import Topology, node_address, parse_shards, parse_slots
 from server.store.cluster_watch import HungNodeWatch, Watched
 from server.store.deadline import within
-from server.store.redis import RedisLink, SharedRelay
+from server.store.redis import SharedRelay
 from server.store.upstream import StoreAddress
 
 REFRESH_GAP_S: Final = 0.05  # at most one topology read per 50 ms: a failover's burst of errors costs a few
@@ -32,23 +34,12 @@ TOPOLOGY_TIMEOUT_S: Final = 2.0  # a node that does not answer the map query wit
 LINK_MEMO_SIZE: Final = 256  # address objects whose link is known by identity, before that memo starts over
 
 
-def redirect_target(message: str, sender: StoreAddress) -> tuple[str, StoreAddress | None, bool]:
-    """(kind, where, asking) of a MOVED / ASK error text; kind '' when it is neither. An empty host (a node
-    announcing no endpoint) means the host of the node that answered, as in Redis Cluster clients."""
-    parts = message.split()
-    if len(parts) != 3 or parts[0] + " " not in (msgs.MOVED_PREFIX, msgs.ASK_PREFIX):
-        return "", None, False
-    host, _, port = parts[2].rpartition(":")
-    if not port.isdigit():
-        return "", None, False
-    return parts[0], StoreAddress(host=host or sender.host, port=int(port)), parts[0] == "ASK"
-
-
-class ClusterState:
-    """The cluster as this server knows it now (see the module docstring)."""
+class ClusterState(Router):
+    """The cluster as this server knows it now, as the links' router (see the module docstring)."""
 
     def __init__(self, seed: StoreAddress, extra_seeds: Sequence[StoreAddress] = (),
                  node_timeout_ms: int = 3000) -> None:
+        super().__init__()
         self.seed = seed
         self._seeds = [node_address(seed, seed.host, seed.port),
                        *(node_address(seed, s.host, s.port) for s in extra_seeds)]
@@ -110,6 +101,34 @@ class ClusterState:
             self.request_refresh()  # during a failover: the replica will take the slot over
             raise AIError(msgs.UNSERVED_SLOT_FMT.format(slot=slot))
         return found
+
+    def shards(self) -> list[RedisLink]:
+        return [self.link(address) for address in self.topology.primaries]
+
+    def node_for(self, key: bytes) -> object:
+        """The primary serving ``key``'s slot (the map's one address object a node), or None when none does."""
+        try:
+            return self.primary_for(self.tags.slot(key))
+        except AIError:
+            return None
+
+    def slot_of(self, argv: list[bytes]) -> int | AIError | None:
+        try:
+            tags = self.tags
+            if len(argv) > 1 and (argv[0] == b"GET" or argv[0] == b"HMGET"):  # our reads: the key, then fields
+                return tags.slot(argv[1])
+            if len(argv) > 3 and argv[0] == b"EVALSHA":  # our scripts: the keys follow their count (no key-spec lookup)
+                if argv[2] == b"1":
+                    return tags.slot(argv[3])
+                count = int(argv[2]) if argv[2].isdigit() else -1
+                if 0 <= count <= len(argv) - 3:
+                    return tags.common(argv[3 : 3 + count])
+            return self.keys.slot(argv)
+        except CrossSlot as exc:
+            return exc
+
+    def keys_of(self, argv: list[bytes]) -> list[bytes]:
+        return self.keys.keys(argv)
 
     def link(self, address: StoreAddress) -> RedisLink:
         """The pipelined link to the node at ``address`` (made on first use, kept: it reconnects by itself)."""
@@ -294,12 +313,3 @@ def _retrieved(replies: asyncio.Future[list[Any]]) -> None:
     """Mark a probe's failure as seen (it is acted on by the probe; asyncio would log it as never retrieved)."""
     if not replies.cancelled():
         replies.exception()
-
-
-def is_redirect(reply: Any) -> bool:
-    return isinstance(reply, AIError) and reply.message.startswith((msgs.MOVED_PREFIX, msgs.ASK_PREFIX))
-
-
-def is_retry_later(reply: Any) -> bool:
-    """TRYAGAIN: a multi-key command during a slot migration; the same command may succeed soon."""
-    return isinstance(reply, AIError) and reply.message.startswith("TRYAGAIN")

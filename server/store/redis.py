@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable
-from typing import Any, Final
 
 from backends import errors as msgs
 from backends.errors import AIError
-from server.protocol.reply import array_header, bulk_header
 from server.protocol.slot import ReplySlot
 from server.store.cache import TrackedCache, TrackingLink
 from server.store.cluster_keys import SlotTags
+from server.store.cluster_link import ClusterLink, OneNode, RedisLink
 from server.store.keyspace import load_scripts
 from server.store.pubsub_state import UNSIZED, PubSubState, confirmation_of
 from server.store.session import (
@@ -28,12 +26,9 @@ from server.store.session import (
     SessionSink,
 )
 from server.store.upstream import (
-    FrameReader,
-    PendingReplies,
     StoreAddress,
     UpstreamConnection,
     UpstreamProtocol,
-    ValueReader,
     lost_detail,
     pack_command,
     parse_store_url,
@@ -328,111 +323,6 @@ class SharedRelay(UpstreamConnection):
         self._flush_answered()
 
 
-BIG_ARGUMENT: Final = 64 * 1024
-"""An argument at least this big (a tensor) is written to the store as it is, not copied into a joined buffer."""
-
-
-def has_big_argument(argv: list[bytes]) -> bool:
-    for arg in argv:
-        if len(arg) >= BIG_ARGUMENT:
-            return True
-    return False
-
-
-def pack_vectored(argv: list[bytes]) -> list[bytes]:
-    """``argv`` in RESP as buffers to write one after another: the small parts joined, each big argument
-    left as its own buffer (a 602 KB tensor is not copied once more to be sent)."""
-    out: list[bytes] = []
-    small: list[bytes] = [array_header(len(argv))]
-    for arg in argv:
-        small.append(bulk_header(len(arg)))
-        if len(arg) >= BIG_ARGUMENT:
-            out.append(b"".join(small))
-            out.append(arg)
-            small = [b"\r\n"]
-        else:
-            small.append(arg)
-            small.append(b"\r\n")
-    out.append(b"".join(small))
-    return out
-
-
-class RedisLink(UpstreamConnection):
-    """The keyspace's pipelined connection to one database: many requests in flight, replies in order.
-
-    One future per ``pipeline`` call (not one per command and a gather), and the commands of every call made
-    in one loop iteration leave in one write: many clients' reads and writes share a syscall. A big argument
-    (a tensor) goes out as its own buffer of a vectored write, never joined into a copy."""
-
-    def __init__(self, address: StoreAddress, db: int) -> None:
-        super().__init__(address, db)
-        self._pending = PendingReplies()
-        self._vectored = False  # the outbox holds a big argument: written as it is, buffer by buffer
-
-    def _new_reader(self) -> FrameReader | ValueReader:
-        return ValueReader()
-
-    def _attach(self, upstream: UpstreamProtocol) -> None:
-        upstream.on_reply = self._pending.deliver
-
-    def pipeline(self, commands: list[list[bytes]]) -> Awaitable[list[Any]]:
-        """The replies of ``commands`` (error replies as AIError values); the store down, AIError raised. The
-        future itself, no coroutine a call (compiled, each level of coroutines costs its creation and a step
-        per resumption on every request)."""
-        if commands:
-            return self.submit(commands)
-        return _no_replies()
-
-    def submit(self, commands: list[list[bytes]]) -> asyncio.Future[list[Any]]:
-        """Queue ``commands`` and return the future of their replies: several links' futures can be in flight
-        at once and awaited one after the other, with no Task per link (server/store/cluster_link.py). Not
-        connected yet, they wait in the outbox for the connection that is being made."""
-        replies = self._pending.expect(len(commands))
-        if not self._outbox:
-            replies.get_loop().call_soon(self._flush)  # (get_running_loop() would cost a getpid() syscall)
-        outbox = self._outbox
-        for argv in commands:
-            if has_big_argument(argv):
-                outbox.extend(pack_vectored(argv))
-                self._vectored = True
-            else:
-                outbox.append(pack_command(argv))
-        if self._upstream is None:
-            self._start_connecting()
-        return replies
-
-    def _flush(self) -> None:
-        """Everything queued in this loop iteration, in one write (to the connection alive now; while it is
-        being made the outbox waits for it)."""
-        upstream = self._upstream
-        if upstream is None or not self._outbox:
-            return
-        outbox, self._outbox = self._outbox, []
-        if self._vectored and upstream.transport is not None:
-            self._vectored = False
-            upstream.transport.writelines(outbox)
-        else:
-            upstream.write(b"".join(outbox))
-
-    def oldest_pending(self) -> object | None:
-        return self._pending.oldest()  # (the AI commands' calls never block)
-
-    def _fail_all(self, detail: str) -> None:
-        self._outbox = []
-        self._vectored = False
-        self._pending.fail_all(AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=detail)))
-
-    def shards(self) -> list[RedisLink]:
-        return [self]
-
-    def node_of(self, key: bytes) -> object:
-        return None  # one store: every key's commands share its round trip
-
-
-async def _no_replies() -> list[Any]:
-    return []
-
-
 class RedisStore:
     """A real Redis behind the server."""
 
@@ -442,7 +332,7 @@ class RedisStore:
     def __init__(self, url: str, cache_bytes: int = 0) -> None:
         self.address = parse_store_url(url)
         self.default_db = self.address.db
-        self._links = LinksByDatabase(lambda db: RedisLink(self.address, db))
+        self._links = LinksByDatabase(lambda db: ClusterLink(OneNode(RedisLink(self.address, db))))
         self._relays = LinksByDatabase(lambda db: SharedRelay(self.address, db))
         self.cache = TrackedCache(self.address, cache_bytes)  # server/store/cache.py
 
@@ -466,7 +356,7 @@ class RedisStore:
     def shared_relay(self, db: int) -> SharedRelay:
         return self._relays.get(db)
 
-    def link(self, db: int) -> RedisLink:
+    def link(self, db: int) -> ClusterLink:
         return self._links.get(db)
 
     async def close(self) -> None:
@@ -480,7 +370,8 @@ class RedisStore:
     def connections(self) -> list[UpstreamConnection | TrackingLink]:
         """Every connection of this store that a command may wait on, but the clients' own sessions: the
         keyspace's links, the shared relays, the cache's tracking connections (the stall watch's view)."""
-        return [*self._links.all(), *self._relays.all(), *(cache.link for cache in self.cache._dbs.values())]
+        return [*(node for link in self._links.all() for node in link.router.shards()), *self._relays.all(),
+                *(cache.link for cache in self.cache._dbs.values())]
 
     async def cluster_enabled(self) -> bool:
         """Whether the store is a node of a Redis Cluster (``INFO cluster``: ``cluster_enabled:1``)."""

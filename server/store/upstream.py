@@ -52,6 +52,35 @@ def pack_command(argv: list[bytes]) -> bytes:
     return b"".join(parts)
 
 
+BIG_ARGUMENT: Final = 64 * 1024
+"""An argument at least this big (a tensor) is written to the store as it is, not copied into a joined buffer."""
+
+
+def has_big_argument(argv: list[bytes]) -> bool:
+    for arg in argv:
+        if len(arg) >= BIG_ARGUMENT:
+            return True
+    return False
+
+
+def pack_vectored(argv: list[bytes]) -> list[bytes]:
+    """``argv`` in RESP as buffers to write one after another: the small parts joined, each big argument
+    left as its own buffer (a 602 KB tensor is not copied once more to be sent)."""
+    out: list[bytes] = []
+    small: list[bytes] = [array_header(len(argv))]
+    for arg in argv:
+        small.append(bulk_header(len(arg)))
+        if len(arg) >= BIG_ARGUMENT:
+            out.append(b"".join(small))
+            out.append(arg)
+            small = [b"\r\n"]
+        else:
+            small.append(arg)
+            small.append(b"\r\n")
+    out.append(b"".join(small))
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class StoreAddress:
     """Where the backing Redis is and how to log in; parsed from ``--redis-url``."""

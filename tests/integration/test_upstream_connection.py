@@ -10,7 +10,7 @@ import socket
 import pytest
 
 from backends.errors import AIError
-from server.store.redis import RedisLink
+from server.store.cluster_link import RedisLink
 from server.store.upstream import parse_store_url
 from tests.support import free_port, redis_server_process
 
