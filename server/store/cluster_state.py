@@ -23,10 +23,10 @@ from server.store.cluster_keys import CrossSlot, KeyFinder, SlotTags
 from server.store.cluster_link import RedisLink, Router
 from server.store.cluster_link import is_redirect as is_redirect  # (server/store/cluster_cache.py imports it here)
 from server.store.cluster_topology import Topology, node_address, parse_shards, parse_slots
-from server.store.cluster_watch import HungNodeWatch, Watched
+from server.store.cluster_watch import HungNodeWatch
 from server.store.deadline import within
 from server.store.redis import SharedRelay
-from server.store.upstream import StoreAddress
+from server.store.upstream import StoreAddress, Watched
 
 REFRESH_GAP_S: Final = 0.05  # at most one topology read per 50 ms: a failover's burst of errors costs a few
 REFRESH_EVERY_S: Final = 5.0  # and one every 5 s regardless: a primary that hangs (no error, no MOVED) is noticed

@@ -21,23 +21,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Protocol
 
 from server.store.upstream import StoreAddress
+from server.store.upstream import Watched as Watched  # (server/store/cluster_cache.py imports it here)
 
 TICKS_PER_TIMEOUT = 4
-
-
-class Watched(Protocol):
-    """A pipelined connection to one node (server/store/redis.py RedisLink, SharedRelay)."""
-
-    def oldest_pending(self) -> object | None: ...
-
-    def waits_blocked(self) -> bool:
-        """Whether its oldest command is a blocking one (``oldest_pending`` then says None)."""
-        ...
-
-    def abort(self, detail: str) -> None: ...
 
 
 def no_answer_detail(address: StoreAddress, timeout_ms: int) -> str:

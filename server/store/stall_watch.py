@@ -28,9 +28,9 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from server.store.upstream import UpstreamConnection
+from server.store.upstream import UpstreamConnection, Watched
 
 if TYPE_CHECKING:
     from server.store.redis import RedisStore
@@ -38,17 +38,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("redisai.store")
 
 TICKS_PER_TIMEOUT = 4
-
-
-class Watched(Protocol):
-    """A pipelined connection to the store (server/store/upstream.py ``UpstreamConnection``, and the cache's
-    tracking connections)."""
-
-    def oldest_pending(self) -> object | None: ...
-
-    def waits_blocked(self) -> bool: ...
-
-    def abort(self, detail: str) -> None: ...
 
 
 def no_answer_detail(where: str, timeout_ms: int) -> str:

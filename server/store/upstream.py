@@ -16,7 +16,7 @@ import ssl
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final, Protocol, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import hiredis
@@ -321,6 +321,17 @@ def lost_detail(exc: Exception | None, address: StoreAddress) -> str:
     if exc is None:
         return f"connection to {where} closed"
     return str(exc) if where in str(exc) else f"{exc} ({where})"
+
+
+class Watched(Protocol):
+    """What a watchdog reads of a store connection (server/store/stall_watch.py, cluster_watch.py): every
+    ``UpstreamConnection``, and the cache's tracking connections."""
+
+    def oldest_pending(self) -> object | None: ...
+
+    def waits_blocked(self) -> bool: ...
+
+    def abort(self, detail: str) -> None: ...
 
 
 class UpstreamConnection:
