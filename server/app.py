@@ -27,7 +27,7 @@ from server.compiled import describe_build
 from server.config import Config
 from server.frontend.connection import ClientConnection
 from server.ops.banner import banner, parse_store_version
-from server.ops.health import Health
+from server.ops.health import Health, databases_listed
 from server.ops.http import OpsEndpoint
 from server.ops.metrics import Metrics, ObservedServer
 from server.ops.preload import Preload, start_preload
@@ -37,6 +37,7 @@ from server.store.embedded import EmbeddedStore
 from server.store.redis import RedisStore
 from server.store.session import Store
 from server.store.stall_watch import StallWatch, single_store_channels
+from server.store.stored_objects import migrate_legacy_counters
 
 log = logging.getLogger("redisai.server")
 T = TypeVar("T")
@@ -94,6 +95,7 @@ class Server:
         try:
             await self._unless_stopped(self._start_store())
             await self._unless_stopped(self._read_store_version())
+            await self._unless_stopped(self._migrate_counters())
             await self._listen()
             self._watch_store()
             self._start_preload()
@@ -158,6 +160,18 @@ class Server:
             self.ctx.store_version = parse_store_version(await self._answered(self.ctx.store.info(["server"])))
         except (AIError, OSError) as exc:
             log.warning("the store did not say its version: %s", exc)
+
+    async def _migrate_counters(self) -> None:
+        """AI.INFO counters an older release kept in hashes of their own move into their objects, in every
+        database with keys (server/store/stored_objects.py); a store that refuses is logged, not fatal."""
+        store = self.ctx.store
+        try:
+            for db in sorted({store.default_db, *databases_listed(await self._answered(store.info(["keyspace"])))}):
+                moved = await self._answered(migrate_legacy_counters(self.ctx.keyspace(db)))
+                if moved:
+                    log.info("counters moved into their objects", extra={"fields": {"db": db, "objects": moved}})
+        except (AIError, OSError) as exc:
+            log.warning("older counters were not moved into their objects: %s", exc)
 
     def listener_names(self) -> list[str]:
         """host:port of every TCP listener (TLS ones marked), and the unix socket."""

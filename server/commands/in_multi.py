@@ -145,7 +145,7 @@ def queue_aiinfo(client: Client, argv: list[bytes]) -> Queued:
     keyspace, key = client.keyspace(), argv[1]
     if len(argv) == 3 and argv[2].upper() == b"RESETSTAT":
         return Queued(info.reset_call(keyspace, key), lambda _reply: OK)
-    return reads([key, keyspace.stats_key(key)], info.stats_reads(keyspace, key),
+    return reads([keyspace.stats_key(key)], info.stats_reads(keyspace, key),
                  lambda replies: info.info_answer(key, replies))
 
 

@@ -2,11 +2,11 @@
 
     AI.INFO <key> [RESETSTAT]
 
-The counters live in the store, in a hash beside the object (``__redisai_stats__:<key>``, server/store/atomic.py):
-zeroed when a model or script is stored, incremented after every run in the run's own write round trip,
-deleted by AI.MODELDEL / AI.SCRIPTDEL. So every server and every process sharing the store answers the same.
-A key removed behind our back (DEL, UNLINK, expiry, overwrite, FLUSHALL, RENAME) is caught here: the record
-answers only while the key still holds a model/script in the caller's database and its counters exist.
+The counters live in the store, as fields of the object's own hash (server/store/atomic.py, ``STAT_FIELDS``):
+zeroed when a model, script or graph is stored, incremented after every run in the run's own write round trip,
+gone with the key (AI.MODELDEL, DEL, expiry, FLUSHALL …). So every server and every process sharing the store
+answers the same. The record answers only while the key holds such an object stored under that very name
+(``RUN_INFO_FIELD``): RedisAI keeps run info by the name at store time, so after a RENAME the new name has none.
 """
 
 from __future__ import annotations
@@ -43,13 +43,13 @@ async def cmd_aiinfo(client: Client, argv: list[bytes]) -> Any:
 
 def reset_call(keyspace: Keyspace, key: bytes) -> ScriptCall:
     """RESETSTAT: zero the counters of the object at ``key``, or ``cannot find run info`` (server/store/atomic.py)."""
-    return RESET_STATS, [key, keyspace.stats_key(key)], []
+    return RESET_STATS, [keyspace.stats_key(key)], []
 
 
 def stats_reads(keyspace: Keyspace, key: bytes) -> list[tuple[bytes, ...]]:
-    """The object's metadata and its counters (kept beside it, server/store/atomic.py): one round trip."""
-    return [(b"HMGET", key, MARKER_FIELD, b"backend", b"device", b"tag", RUN_INFO_FIELD),
-            (b"HMGET", keyspace.stats_key(key), *STAT_FIELDS, RUN_INFO_FIELD)]
+    """The object's metadata and its counters (fields of its hash, server/store/atomic.py): one read."""
+    return [(b"HMGET", keyspace.stats_key(key), MARKER_FIELD, b"backend", b"device", b"tag", RUN_INFO_FIELD,
+             *STAT_FIELDS)]
 
 
 def info_answer(key: bytes, replies: list[Any]) -> Any:
@@ -61,14 +61,13 @@ def info_answer(key: bytes, replies: list[Any]) -> Any:
 
 
 def stats_of(key: bytes, replies: list[Any]) -> RunStats | None:
-    """The record from the ``stats_reads`` replies; None unless the object and its counters are both there, and
-    the counters are this object's (the same run-info id: server/store/atomic.py)."""
-    meta, counters = replies
-    if (not isinstance(meta, list) or meta[0] not in _KINDS or not isinstance(counters, list)
-            or None in counters[:-1] or meta[-1] != counters[-1]):
+    """The record from the ``stats_reads`` replies; None unless the key holds a model, script or graph stored
+    under that name, with its counters (server/store/atomic.py, ``RUN_INFO_FIELD``)."""
+    (meta,) = replies
+    if not isinstance(meta, list) or meta[0] not in _KINDS or meta[4] != key or None in meta[5:]:
         return None
     kind = _KINDS[meta[0]]
-    calls, duration, samples, errors = (int(value) for value in counters[:-1])
+    calls, duration, samples, errors = (int(value) for value in meta[5:])
     backend = b"" if kind == "GRAPH" else meta[1] or b"TORCH"  # a graph runs several objects: no one backend
     return RunStats(key, kind, backend.decode(), (meta[2] or b"").decode(), meta[3] or b"",
                     duration, samples, calls, errors)

@@ -28,7 +28,8 @@ def log_stored(kind: str, key: bytes, backend: str, device: str, size: int, star
 
 
 async def delete_stored(client: Client, argv: list[bytes], marker: bytes, empty_msg: str) -> Any:
-    """AI.MODELDEL / AI.SCRIPTDEL key: DEL restricted to the right kind of object; its stats go too."""
+    """AI.MODELDEL / AI.SCRIPTDEL key: DEL restricted to the right kind of object; its stats go too (they are
+    fields of its hash)."""
     if len(argv) != 2:
         raise wrong_arity(argv[0].decode(errors="replace"))
     reply = await client.keyspace().run_script(*delete_call(client.keyspace(), argv[1], marker))  # at once
@@ -36,8 +37,8 @@ async def delete_stored(client: Client, argv: list[bytes], marker: bytes, empty_
 
 
 def delete_call(keyspace: Keyspace, key: bytes, marker: bytes) -> ScriptCall:
-    """The check-and-delete of the object (of kind ``marker``) at ``key`` and its counters."""
-    return DELETE_OBJECT, [key, keyspace.stats_key(key)], [marker]
+    """The check-and-delete of the object (of kind ``marker``) at ``key``, its counters with it."""
+    return DELETE_OBJECT, [key], [marker]
 
 
 def deleted(client: Client, key: bytes, reply: Any, empty_msg: str) -> Any:
@@ -51,9 +52,10 @@ def deleted(client: Client, key: bytes, reply: Any, empty_msg: str) -> Any:
 
 async def scan_stored(client: Client, argv: list[bytes], marker: bytes) -> Any:
     """AI._MODELSCAN / AI._SCRIPTSCAN: [key, tag] of every object of that kind in the caller's database, whoever
-    stored it. RedisAI lists its stats registry; ours is in the store (the counters beside each object), so
-    the scan walks those and keeps the keys that still hold such an object: a DEL, RENAME, expiry or flush
-    by anyone is followed. It walks the whole keyspace (SCAN), as an experimental admin command may."""
+    stored it. RedisAI lists its stats registry; ours is in the store (the counters in each object's hash), so
+    the scan walks the database's hashes and lists those holding such an object under the name it was stored
+    with: a DEL, RENAME, expiry or flush by anyone is followed. It walks the whole keyspace (SCAN), as an
+    experimental admin command may."""
     if len(argv) != 1:
         raise wrong_arity(argv[0].decode(errors="replace"))
     log.warning("%s is experimental", argv[0].decode(errors="replace").upper())

@@ -119,7 +119,7 @@ class Health:
     async def _needed(self) -> dict[str, bytes]:
         """Backends the stored objects need, over the default database and every other database with keys."""
         store = self.ctx.store
-        databases = {store.default_db, *_databases(await store.info(["keyspace"]))}
+        databases = {store.default_db, *databases_listed(await store.info(["keyspace"]))}
         needed: dict[str, bytes] = {}
         for db in sorted(databases):
             for backend, key in (await backends_needed(self.ctx.keyspace(db))).items():
@@ -182,7 +182,7 @@ class Health:
                                                          "down_s": round(time.monotonic() - self._lost_at, 1)}})
 
 
-def _databases(info_keyspace: str) -> list[int]:
+def databases_listed(info_keyspace: str) -> list[int]:
     """The databases ``INFO keyspace`` lists (``db3:keys=…``)."""
     return [int(line[2:].split(":", 1)[0]) for line in info_keyspace.splitlines()
             if line.startswith("db") and line[2:].split(":", 1)[0].isdigit()]

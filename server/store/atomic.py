@@ -13,7 +13,6 @@ both write: a model overwritten by a tensor, or the reverse. A script is atomic 
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -70,16 +69,26 @@ local function tensor_or_free(key, empty_is_free)
 end
 """
 
-STATS_PREFIX: Final = b"__redisai_stats__:"
 STAT_FIELDS: Final = (b"calls", b"duration", b"samples", b"errors")
+"""AI.INFO's counters: fields of the object's own hash, beside its metadata (backends/objects.py), so they
+share the object's key: KEYS, SCAN, DBSIZE and RANDOMKEY show only the user's keys, a DEL of the object takes
+them with it, and on a cluster they are always in the object's slot."""
 
-# record(key, at): add ARGV[at + 1 .. at + 4] (calls, duration µs, samples, errors) to the AI.INFO counters at
-# KEYS[key]; only counters that exist count (the object was stored, and not renamed or deleted since):
-# RedisAI keeps run info by the stored name. A count the store refuses (OOM at its maxmemory) is skipped
-# (pcall): in a SET_TENSORS that only checks a model, the run's reply must not turn on its counters
-_RECORD_FN: Final = "local function record(key, at)\n  if redis.call('EXISTS', key) == 0 then return 0 end\n" + "".join(
-    f"  if ARGV[at + {i}] ~= '0' then redis.pcall('HINCRBY', key, '{name.decode()}', ARGV[at + {i}]) end\n"
-    for i, name in enumerate(STAT_FIELDS, start=1)) + "  return 1\nend\n"
+RUN_INFO_FIELD: Final = b"run_info"
+"""In an object's hash: the key name it was stored under, written by STORE_OBJECT. The counters count and answer
+only while it is the key's own name: RedisAI keeps run info by the name at store time, so after a RENAME the
+new name has none (``cannot find run info for key``) and runs through it are not counted; renamed back, the
+counters answer again."""
+
+# record(key, at): add ARGV[at + 1 .. at + 4] (calls, duration µs, samples, errors) to the AI.INFO counters in
+# the hash at KEYS[key]; only while it holds an object stored under that very name (``RUN_INFO_FIELD``; pcall:
+# a key that holds another type now counts nothing). A count the store refuses (OOM at its maxmemory) is
+# skipped (pcall): in a SET_TENSORS that only checks a model, the run's reply must not turn on its counters
+_RECORD_FN: Final = ("local function record(key, at)\n"
+                     f"  if redis.pcall('HGET', key, '{RUN_INFO_FIELD.decode()}') ~= key then return 0 end\n"
+                     + "".join(f"  if ARGV[at + {i}] ~= '0' then redis.pcall('HINCRBY', key, '{name.decode()}', "
+                               f"ARGV[at + {i}]) end\n" for i, name in enumerate(STAT_FIELDS, start=1))
+                     + "  return 1\nend\n")
 
 STALE_MODEL: Final = "STALEMODEL the model changed while it ran"
 STALE_INPUT: Final = "STALEINPUT an input changed while the model ran"
@@ -172,9 +181,10 @@ _ZERO_STATS: Final = ", ".join(f"'{name.decode()}', 0" for name in STAT_FIELDS)
 
 
 def stats_key(key: bytes) -> bytes:
-    """Where the AI.INFO counters of the model or script at ``key`` live: in the store, so every server and
-    every process answers the same, and a flush or a re-store resets them with the object."""
-    return STATS_PREFIX + key
+    """Where the AI.INFO counters of the model, script or graph at ``key`` live: in the object's own hash
+    (``STAT_FIELDS``), so the key is the object's. In the store, so every server and every process answers the
+    same, and a flush, DEL or re-store by anyone is followed."""
+    return key
 
 
 _OBJECT_OR_FREE: Final = f"""
@@ -183,43 +193,37 @@ local ours = kind == 'hash' and redis.call('HGET', KEYS[1], '{MARKER_FIELD.decod
 if kind ~= 'none' and not ours then return {_WRONGTYPE} end
 """
 
-RUN_INFO_FIELD: Final = b"run_info"
-"""In an object's hash and in its counters' hash: the same random id, written by STORE_OBJECT. Counters are
-the object's only while the two agree: a key deleted behind our back leaves its counters, and another object
-renamed onto it later must not inherit them."""
-
 STORE_OBJECT: Final = StoreScript("store_object", (_OBJECT_OR_FREE + f"""
-redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('HSET', KEYS[1], '{RUN_INFO_FIELD.decode()}', ARGV[2], unpack(ARGV, 3))
-redis.call('HSET', KEYS[2], '{RUN_INFO_FIELD.decode()}', ARGV[2], {_ZERO_STATS})
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], '{RUN_INFO_FIELD.decode()}', KEYS[1], {_ZERO_STATS}, unpack(ARGV, 2))
 return redis.status_reply('OK')
 """).encode())
-"""KEYS[1]: the model or script key, KEYS[2]: its stats key; ARGV[1]: its marker (model / script); ARGV[2]: a
-fresh run-info id (``store_object_call``); ARGV[3..]: the hash's fields and values. WRONGTYPE unless the key is
-missing or holds the same kind of object, which is then replaced whole, its AI.INFO counters starting again
-from zero."""
+"""KEYS[1]: the model, script or graph key; ARGV[1]: its marker (model / script / graph); ARGV[2..]: the hash's
+fields and values. WRONGTYPE unless the key is missing or holds the same kind of object, which is then replaced
+whole: its AI.INFO counters start again from zero, under this name (``RUN_INFO_FIELD``)."""
 
 
 def store_object_call(key: bytes, counters: bytes, marker: bytes, fields: Sequence[bytes]) -> ScriptCall:
-    """The STORE_OBJECT call storing the object of kind ``marker`` at ``key`` (counters at ``counters``)."""
-    return STORE_OBJECT, [key, counters], [marker, os.urandom(8).hex().encode(), *fields]
+    """The STORE_OBJECT call storing the object of kind ``marker`` at ``key``. ``counters`` is ``stats_key(key)``,
+    the key itself: the counters are fields of the object's hash (kept as a parameter for the callers)."""
+    if counters != key:
+        raise ValueError("an object's counters live in its own hash")
+    return STORE_OBJECT, [key], [marker, *fields]
 
 DELETE_OBJECT: Final = StoreScript("delete_object", (_OBJECT_OR_FREE + """
-redis.call('DEL', KEYS[2])
 return redis.call('DEL', KEYS[1])
 """).encode())
-"""KEYS and ARGV[1] as STORE_OBJECT: 1 when deleted (with its counters), 0 when missing, WRONGTYPE when it holds
-anything else."""
+"""KEYS and ARGV[1] as STORE_OBJECT: 1 when deleted (its counters with it: they are in its hash), 0 when missing,
+WRONGTYPE when it holds anything else."""
 
 RECORD_RUN: Final = StoreScript("record_run", (_RECORD_FN + "return record(KEYS[1], 0)\n").encode())
-"""KEYS[1]: a stats key; ARGV: calls, duration (µs), samples and errors to add. Only counters that exist (the
-object was stored, and not renamed or deleted since) count: RedisAI keeps run info by the stored name."""
-
+"""KEYS[1]: an object's key; ARGV: calls, duration (µs), samples and errors to add. They count only while the
+key holds an object stored under that name (``RUN_INFO_FIELD``): RedisAI keeps run info by the stored name."""
 
 
 def record_run_call(counters: bytes, calls: int, duration_us: int, samples: int, errors: int) -> ScriptCall:
-    """The RECORD_RUN call adding one run's counts to the AI.INFO counters at ``counters`` (the object's
-    stats key: ``stats_key``, or ``Keyspace.stats_key`` on a cluster)."""
+    """The RECORD_RUN call adding one run's counts to the AI.INFO counters at ``counters`` (``stats_key``: the
+    object's own key)."""
     return RECORD_RUN, [counters], [str(n).encode() for n in (calls, duration_us, samples, errors)]
 
 
@@ -229,15 +233,39 @@ _RUN_INFO_KINDS: Final = ", ".join(
 RESET_STATS: Final = StoreScript("reset_stats", f"""
 local kinds = {{{_RUN_INFO_KINDS}}}
 local ours = redis.call('TYPE', KEYS[1])['ok'] == 'hash'
-ours = ours and kinds[redis.call('HGET', KEYS[1], '{MARKER_FIELD.decode()}')] and redis.call('EXISTS', KEYS[2]) == 1
-local id = '{RUN_INFO_FIELD.decode()}'
-ours = ours and redis.call('HGET', KEYS[1], id) == redis.call('HGET', KEYS[2], id)
+if ours then
+  local head = redis.call('HMGET', KEYS[1], '{MARKER_FIELD.decode()}', '{RUN_INFO_FIELD.decode()}')
+  ours = kinds[head[1]] and head[2] == KEYS[1]
+end
 if not ours then return redis.error_reply('{msgs.INFO_NO_RUN_INFO_MSG}') end
-redis.call('HSET', KEYS[2], {_ZERO_STATS})
+redis.call('HSET', KEYS[1], {_ZERO_STATS})
 return redis.status_reply('OK')
 """.encode())
-"""AI.INFO … RESETSTAT: KEYS[1] a model, script or graph, KEYS[2] its stats key. Zeroes the counters, or
-answers ``cannot find run info`` (nothing written) unless both are there, with one run-info id."""
+"""AI.INFO … RESETSTAT: KEYS[1] a model, script or graph. Zeroes its counters, or answers ``cannot find run
+info`` (nothing written) unless the key holds such an object stored under that name (``RUN_INFO_FIELD``)."""
+
+LEGACY_STATS_PREFIX: Final = b"__redisai_stats__:"
+"""Where releases before the counters moved into the object's hash kept them: a hash of their own per object,
+``__redisai_stats__:<key>`` (on a cluster ``__redisai_stats__:{tag}<key>``, the tag in the object's slot),
+holding the counters and a random ``run_info`` id also written into the object's hash."""
+
+MIGRATE_STATS: Final = StoreScript("migrate_stats", f"""
+local id = '{RUN_INFO_FIELD.decode()}'
+local kinds = {{{_RUN_INFO_KINDS}}}
+local old = redis.call('HMGET', KEYS[2], id, {", ".join(f"'{name.decode()}'" for name in STAT_FIELDS)})
+redis.call('DEL', KEYS[2])
+if redis.call('TYPE', KEYS[1])['ok'] ~= 'hash' or old[1] == false then return 0 end
+local head = redis.call('HMGET', KEYS[1], '{MARKER_FIELD.decode()}', id)
+if not kinds[head[1]] or head[2] ~= old[1] then return 0 end
+redis.call('HSET', KEYS[1], id, KEYS[1], {", ".join(f"'{name.decode()}', old[{i}] or 0"
+                                          for i, name in enumerate(STAT_FIELDS, start=2))})
+return 1
+""".encode())
+"""An older release's counters moved into the object's hash: KEYS[1] the object, KEYS[2] its legacy counters
+hash (``LEGACY_STATS_PREFIX``). When both hold the same random run-info id, the counters are copied into the
+object and its ``run_info`` becomes its name (1); the legacy hash is deleted in every case (0: its object was
+deleted, renamed or replaced meanwhile, so those counters were no one's). Run by every server at its start
+(server/store/stored_objects.py); a second run finds nothing to do."""
 
 STAGE_PREFIX: Final = b"__redisai_stage__:"
 
@@ -268,7 +296,7 @@ def staged_write(key: bytes, stage: bytes, value: bytes, empty_is_free: bool) ->
             [b"EVALSHA", FINISH_STAGED.sha, b"2", key, stage, b"1" if empty_is_free else b"0"], [b"EXEC"]]
 
 
-SCRIPTS: Final = (SET_TENSORS, STORE_OBJECT, DELETE_OBJECT, RECORD_RUN, RESET_STATS, FINISH_STAGED)
+SCRIPTS: Final = (SET_TENSORS, STORE_OBJECT, DELETE_OBJECT, RECORD_RUN, RESET_STATS, FINISH_STAGED, MIGRATE_STATS)
 
 READS: Final = StoreScript("reads", b"""
 local replies, i = {}, 1

@@ -18,6 +18,14 @@ How it stays coherent:
   and replies still on their way count as unread: then the request reads from the store.
 * A dropped tracking connection drops its database's whole cache.
 
+An object's metadata entry (an ``HMGET`` of its hash) is not dropped by a push but marked *unconfirmed*: every
+run writes its object's hash (the AI.INFO counters are fields of it: server/store/atomic.py), so every run
+would otherwise drop the metadata on every server tracking it, and the next run read it again. A run may use
+an unconfirmed entry (``checked`` reads: its write checks the digest, below) for ``CONFIRM_WITHIN_S`` after
+the push; then the next run reads it again (tracked again, confirmed). A read that is not checked so (one that
+answers a client, or decides without a store-side check) takes only confirmed entries. A tensor's entry (GET)
+is dropped by a push, as before.
+
 That is not enough across servers: the store may send the writer its reply before it sends us the push
 (under load, measured: a read through us right after a write through another server saw the old value).
 So the cache serves only what a later step checks: model metadata, and the input tensors of a run
@@ -39,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import select
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -76,6 +85,12 @@ KEY_NAME_LIMIT: Final = 4096  # longer arguments are values, not key names worth
 # value: worth it while that costs less than reading the key would.
 TENSOR_ENTRY_LIMIT: Final = 64 * 1024
 _STAMP_END: Final = str(STAMPED_PREFIX - 1).encode()
+KEPT_UNCONFIRMED: Final = b"HMGET"
+"""The command of the entries a push marks unconfirmed instead of dropping: an object's metadata."""
+CONFIRM_WITHIN_S: Final = 1.0
+"""How long after its push an unconfirmed entry still serves checked reads: the digest check of a run's write
+catches a replaced model at once; what the digest does not cover (device, batch sizes, tag) is at most this old
+in a run (plus the push's and a read's way). Costs a hot object one metadata read a period on each server."""
 
 
 class TrackingRefused(AIError):
@@ -214,27 +229,49 @@ class DatabaseCache:
         self._budget = budget
         self._entries: OrderedDict[tuple[bytes, ...], tuple[Any, int]] = OrderedDict()
         self._by_key: dict[bytes, set[tuple[bytes, ...]]] = {}
+        self._unconfirmed: dict[tuple[bytes, ...], float] = {}  # entry -> when its push came (time.monotonic)
         self.hits = self.misses = 0
         self.written: OrderedDict[bytes, None] = OrderedDict()  # keys we last wrote a tensor to
         self.link = TrackingLink(address, db, self._invalidate, self.clear)
 
-    def lookup(self, entry: tuple[bytes, ...]) -> tuple[bool, Any]:
+    def lookup(self, entry: tuple[bytes, ...], checked: bool = False) -> tuple[bool, Any]:
+        """(True, the reply) of an entry this read may use (``holds``' rule), counted as a hit; else (False,
+        None), a miss."""
         found = self._entries.get(entry)
-        if found is None:
+        if found is None or (self._unconfirmed and entry in self._unconfirmed and not self._usable_unconfirmed(
+                entry, checked)):
             self.misses += 1
             return False, None
         self._entries.move_to_end(entry)
         self.hits += 1
         return True, found[0]
 
+    def _usable_unconfirmed(self, entry: tuple[bytes, ...], checked: bool) -> bool:
+        """An unconfirmed entry serves only a checked read, and only for ``CONFIRM_WITHIN_S`` after its push."""
+        return checked and time.monotonic() - self._unconfirmed[entry] < CONFIRM_WITHIN_S
+
+    def reading_again(self, entry: tuple[bytes, ...]) -> None:
+        """A checked read is about to read ``entry`` again, its unconfirmed time up: the entry serves the other
+        checked reads one period more meanwhile (one read a period, not one per concurrent run); the reply
+        confirms it."""
+        if entry in self._unconfirmed:
+            self._unconfirmed[entry] = time.monotonic()
+
+    def confirmed(self, entry: tuple[bytes, ...]) -> bool:
+        """Whether no push came for ``entry`` since it was read (only metadata entries outlive a push)."""
+        return entry not in self._unconfirmed
+
     def peek(self, entry: tuple[bytes, ...]) -> Any:
         """The cached reply of ``entry`` (None: none), not counted as a hit or a miss."""
         found = self._entries.get(entry)
         return found[0] if found is not None else None
 
-    def holds(self, entry: tuple[bytes, ...]) -> bool:
-        """Whether ``entry`` is cached (not counted as a hit or a miss: ``lookup`` does that)."""
-        return entry in self._entries
+    def holds(self, entry: tuple[bytes, ...], checked: bool = False) -> bool:
+        """Whether ``entry`` is cached and usable by this read (not counted as a hit or a miss: ``lookup`` does
+        that): confirmed, or unconfirmed for a checked read within ``CONFIRM_WITHIN_S``."""
+        if entry not in self._entries:
+            return False
+        return not self._unconfirmed or entry not in self._unconfirmed or self._usable_unconfirmed(entry, checked)
 
     def remember(self, entry: tuple[bytes, ...], key: bytes, value: Any, size: int) -> None:
         self.forget_entry(entry)
@@ -251,6 +288,8 @@ class DatabaseCache:
     def forget_entry(self, entry: tuple[bytes, ...]) -> None:
         found = self._entries.pop(entry, None)
         if found is not None:
+            if self._unconfirmed:
+                self._unconfirmed.pop(entry, None)
             self._budget.used -= found[1]
             keyed = self._by_key.get(entry[1])
             if keyed is not None:
@@ -296,14 +335,25 @@ class DatabaseCache:
             written.popitem(last=False)
 
     def _invalidate(self, keys: Any) -> None:
-        if keys is None:  # FLUSHALL / FLUSHDB
+        """A push: FLUSHALL / FLUSHDB (None) drops everything; else each key's tensor entries are dropped and its
+        metadata entries marked unconfirmed (see the module docstring)."""
+        if keys is None:
             self.clear()
             return
+        now = time.monotonic()
         for key in keys:
-            self.forget(key)
+            self.written.pop(key, None)
+            entries = self._by_key.get(key)
+            if entries:
+                for entry in list(entries):
+                    if entry[0] == KEPT_UNCONFIRMED:
+                        self._unconfirmed.setdefault(entry, now)
+                    else:
+                        self.forget_entry(entry)
 
     def clear(self) -> None:
         self._by_key.clear()
+        self._unconfirmed.clear()
         self.written.clear()
         self._budget.used -= sum(size for _value, size in self._entries.values())
         self._entries.clear()
@@ -332,16 +382,19 @@ class TrackedCache:
         return found
 
     async def read_many(self, db: int, commands: Sequence[tuple[bytes, ...]],
-                        hits: list[bool] | None = None) -> list[Any]:
+                        hits: list[bool] | None = None, checked: bool = False) -> list[Any]:
         """GET key / HMGET key field... replies, from the cache where it holds them and is up to date, the rest
         in one round trip over the tracking connection (and cached when the key has no TTL). ``hits``, when
-        given, gets one flag per command: whether its reply came from the cache."""
+        given, gets one flag per command: whether its reply came from the cache. ``checked``: the caller's write
+        checks what it took (a run's digest and input checks), so unconfirmed metadata entries serve it too
+        (see the module docstring)."""
         cache = self._db(db)
         replies: list[Any] = [None] * len(commands)
         misses: list[int] = []
         trusted = self._trusted(cache)
         for index, command in enumerate(commands):
-            hit, value = cache.lookup(command) if trusted else (False, None)
+            usable = trusted or (checked and command[0] == KEPT_UNCONFIRMED)
+            hit, value = cache.lookup(command, checked) if usable else (False, None)
             if hits is not None:
                 hits.append(hit)
             if hit:
@@ -354,6 +407,8 @@ class TrackedCache:
             for index in misses:
                 wire += [[*commands[index]], [b"PTTL", commands[index][1]]]
                 hooks += cache.fill_hooks(commands[index])
+                if checked:
+                    cache.reading_again(commands[index])
             try:
                 answers = await cache.link.read(wire, hooks)
             except TrackingRefused as exc:
@@ -364,18 +419,19 @@ class TrackedCache:
                 replies[index] = answers[2 * position]
         return replies
 
-    def held(self, db: int, commands: Sequence[tuple[bytes, ...]], hits: list[bool] | None = None) -> list[Any] | None:
+    def held(self, db: int, commands: Sequence[tuple[bytes, ...]], hits: list[bool] | None = None,
+             checked: bool = False) -> list[Any] | None:
         """Every reply from the cache, when it holds them all and is up to date (``read_many``'s hits, without
-        its coroutine: a request's usual case); else None, and nothing counted."""
+        its coroutine: a request's usual case); else None, and nothing counted. ``checked`` as ``read_many``'s."""
         cache = self._dbs.get(db)
         if cache is None:
             return None
         for command in commands:
-            if not cache.holds(command):
+            if not cache.holds(command, checked):
                 return None
-        if not self._trusted(cache):
+        if not self._trusted_for(cache, commands, checked):
             return None
-        replies = [cache.lookup(command)[1] for command in commands]
+        replies = [cache.lookup(command, checked)[1] for command in commands]
         if hits is not None:
             hits.extend([True] * len(commands))
         return replies
@@ -384,6 +440,16 @@ class TrackedCache:
     def _trusted(cache: DatabaseCache) -> bool:
         """No reply is on its way and no push waits unread: else a push for an entry may be on its way."""
         return not cache.link.busy and not cache.link.has_unread_data()
+
+    def _trusted_for(self, cache: DatabaseCache, commands: Sequence[tuple[bytes, ...]], checked: bool) -> bool:
+        """Whether ``commands`` may be answered from ``cache`` now: a checked read of metadata alone needs no
+        poll (a push would only mark it unconfirmed, which that read takes too); anything else ``_trusted``."""
+        if checked:
+            for command in commands:
+                if command[0] != KEPT_UNCONFIRMED:
+                    return self._trusted(cache)
+            return True
+        return self._trusted(cache)
 
     def known_tensors(self, db: int, keys: Sequence[bytes]) -> bool:
         """Whether we wrote a tensor to each of ``keys`` and no write we saw since touched them: an output

@@ -24,7 +24,8 @@ model's own shard in the same round trip as the outputs (server/store/keyspace.p
 run's inputs, compared by the outputs' write script when they share its slot, else by a check on their own
 shard in that round trip (those only while the server is not under load: ``Keyspace.inputs_from_cache``).
 STALEMODEL / STALEINPUT makes the run be done again with the store's values before the client gets OK
-(docs/deployment.md).
+(docs/deployment.md). A push marks a node's metadata entries unconfirmed rather than dropping them, as on one
+node (server/store/cache.py: every run writes its model's counters into the model's hash).
 """
 
 from __future__ import annotations
@@ -87,42 +88,46 @@ class ClusterCache(TrackedCache):
             self._nodes[number] = address
         return number
 
-    def held(self, db: int, commands: Sequence[tuple[bytes, ...]], hits: list[bool] | None = None) -> list[Any] | None:
+    def held(self, db: int, commands: Sequence[tuple[bytes, ...]], hits: list[bool] | None = None,
+             checked: bool = False) -> list[Any] | None:
         """Every reply from the caches of the nodes that serve their keys, when each holds its part, up to date
         (the keyspace's ``read_through`` asks this first: no coroutine; a run whose inputs share its outputs'
-        slot and whose model is on another shard, a stored graph's models); else None, and nothing counted."""
+        slot and whose model is on another shard, a stored graph's models); else None, and nothing counted.
+        ``checked``: as ``TrackedCache.read_many``'s (unconfirmed metadata entries serve a run)."""
         if not commands:
             return None
         numbers = [self._number(command[1]) for command in commands]
         number = numbers[0]
         for i in range(1, len(numbers)):
             if numbers[i] != number:
-                return self._held_across(commands, numbers, hits)
+                return self._held_across(commands, numbers, hits, checked)
         if number == UNROUTED:
             return None
-        return TrackedCache.held(self, number, commands, hits)
+        return TrackedCache.held(self, number, commands, hits, checked)
 
     def _held_across(self, commands: Sequence[tuple[bytes, ...]], numbers: list[int],
-                     hits: list[bool] | None) -> list[Any] | None:
+                     hits: list[bool] | None, checked: bool) -> list[Any] | None:
         """``held`` for commands whose keys several nodes serve (``numbers``): each from its node's cache."""
         caches: list[DatabaseCache] = []
         for i in range(len(commands)):
             cache = self._dbs.get(numbers[i]) if numbers[i] != UNROUTED else None
-            if cache is None or not cache.holds(commands[i]) or (cache not in caches and not self._trusted(cache)):
+            if cache is None or not cache.holds(commands[i], checked):
+                return None
+            if cache not in caches and not self._trusted_for(cache, _of_node(commands, numbers, numbers[i]), checked):
                 return None  # (a node's connection polled once, however many of its keys are asked)
             caches.append(cache)
-        replies = [caches[i].lookup(commands[i])[1] for i in range(len(commands))]
+        replies = [caches[i].lookup(commands[i], checked)[1] for i in range(len(commands))]
         if hits is not None:
             hits.extend([True] * len(commands))
         return replies
 
     async def read_many(self, db: int, commands: Sequence[tuple[bytes, ...]],
-                        hits: list[bool] | None = None) -> list[Any]:
+                        hits: list[bool] | None = None, checked: bool = False) -> list[Any]:
         """Each command from its key's node's cache (a miss over that node's tracking connection), the nodes
         in parallel; redirected or unrouted reads through the cluster link. ``hits``: whether each reply came
-        from the cache (a read made again through the link did not)."""
+        from the cache (a read made again through the link did not). ``checked``: as ``TrackedCache``'s."""
         try:
-            replies, found = await self._read_all(commands)
+            replies, found = await self._read_all(commands, checked)
         except TrackingRefused:
             raise
         except AIError:
@@ -139,50 +144,51 @@ class ClusterCache(TrackedCache):
             hits[:] = found
         return replies
 
-    async def _read_all(self, commands: Sequence[tuple[bytes, ...]]) -> tuple[list[Any], list[bool]]:
+    async def _read_all(self, commands: Sequence[tuple[bytes, ...]], checked: bool) -> tuple[list[Any], list[bool]]:
         """The replies, and whether each came from the cache; one key (AI.TENSORGET, a model's metadata) goes
         straight to its node's cache, with no grouping."""
         if len(commands) == 1:
             number = self._number(commands[0][1])
             if number != UNROUTED:
                 hits: list[bool] = []
-                return await TrackedCache.read_many(self, number, commands, hits), hits
+                return await TrackedCache.read_many(self, number, commands, hits, checked), hits
         groups: dict[int, list[int]] = {}
         for index, command in enumerate(commands):
             groups.setdefault(self._number(command[1]), []).append(index)
         found = [False] * len(commands)
-        return await self._read_groups(commands, groups, found, self._slot_numbers), found
+        return await self._read_groups(commands, groups, found, self._slot_numbers, checked), found
 
     async def _read_groups(self, commands: Sequence[tuple[bytes, ...]], groups: dict[int, list[int]],
-                           found: list[bool], grouped_under: list[int]) -> list[Any]:
+                           found: list[bool], grouped_under: list[int], checked: bool) -> list[Any]:
         """Every node's group; one whose entries are all held is read at once (no Task), the others in
         parallel. ``grouped_under``: the slot memo the groups' node numbers came from (a new map makes a new
         one): a group reached after the map changed is read through the cluster link (``_read_group``)."""
         if len(groups) == 1 and UNROUTED not in groups:
             hits: list[bool] = []
-            answers = await TrackedCache.read_many(self, next(iter(groups)), commands, hits)
+            answers = await TrackedCache.read_many(self, next(iter(groups)), commands, hits, checked)
             found[:] = hits
             return answers
         replies: list[Any] = [None] * len(commands)
-        held = [number for number, indices in groups.items() if self._holds(number, commands, indices)]
+        held = [number for number, indices in groups.items() if self._holds(number, commands, indices, checked)]
         waits = [number for number in groups if number not in held]
-        parts = [await self._read_group(number, commands, groups[number], found, grouped_under) for number in held]
+        parts = [await self._read_group(number, commands, groups[number], found, grouped_under, checked)
+                 for number in held]
         if len(waits) == 1:
-            parts.append(await self._read_group(waits[0], commands, groups[waits[0]], found, grouped_under))
+            parts.append(await self._read_group(waits[0], commands, groups[waits[0]], found, grouped_under, checked))
         elif waits:
-            parts += await asyncio.gather(*(self._read_group(number, commands, groups[number], found, grouped_under)
-                                            for number in waits))
+            parts += await asyncio.gather(*(self._read_group(number, commands, groups[number], found, grouped_under,
+                                                             checked) for number in waits))
         for number, part in zip([*held, *waits], parts, strict=True):
             for position, index in enumerate(groups[number]):
                 replies[index] = part[position]
         return replies
 
-    def _holds(self, number: int, commands: Sequence[tuple[bytes, ...]], indices: list[int]) -> bool:
+    def _holds(self, number: int, commands: Sequence[tuple[bytes, ...]], indices: list[int], checked: bool) -> bool:
         cache = self._dbs.get(number) if number != UNROUTED else None
-        return cache is not None and all(cache.holds(commands[i]) for i in indices)
+        return cache is not None and all(cache.holds(commands[i], checked) for i in indices)
 
     async def _read_group(self, number: int, commands: Sequence[tuple[bytes, ...]], indices: list[int],
-                          found: list[bool], grouped_under: list[int]) -> list[Any]:
+                          found: list[bool], grouped_under: list[int], checked: bool) -> list[Any]:
         """One node's part of a read. Through the cluster link when its node number is not the current map's
         (an earlier group's read waited across a map change): that node's cache may hold an entry filled after
         the change, which no write of ours forgets there (``forget`` drops the serving node's only)."""
@@ -190,7 +196,7 @@ class ClusterCache(TrackedCache):
         if number == UNROUTED or grouped_under is not self._slot_numbers:
             return await self._link.pipeline([list(command) for command in mine])
         hits: list[bool] = []
-        answers = await TrackedCache.read_many(self, number, mine, hits)
+        answers = await TrackedCache.read_many(self, number, mine, hits, checked)
         for position, index in enumerate(indices):
             found[index] = hits[position]
         return answers
@@ -241,6 +247,11 @@ class ClusterCache(TrackedCache):
 
     def _tracking_links(self) -> Iterable[tuple[StoreAddress, Watched]]:
         return [(self._nodes[number], cache.link) for number, cache in self._dbs.items()]
+
+
+def _of_node(commands: Sequence[tuple[bytes, ...]], numbers: list[int], number: int) -> list[tuple[bytes, ...]]:
+    """The commands whose keys node ``number`` serves (``numbers``: each command's node)."""
+    return [commands[i] for i in range(len(commands)) if numbers[i] == number]
 
 
 def _moved_on(reply: Any) -> bool:

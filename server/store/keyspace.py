@@ -18,9 +18,9 @@ from backends import errors as msgs
 from backends.errors import AIError, raise_if_unavailable
 from server.store.atomic import (
     FINISH_STAGED,
+    LEGACY_STATS_PREFIX,
     SCRIPTS,
     STAGE_PREFIX,
-    STATS_PREFIX,
     ScriptCall,
     StoreScript,
     set_tensors_call,
@@ -28,7 +28,7 @@ from server.store.atomic import (
     stats_key,
 )
 from server.store.cache import TrackedCache, TrackingRefused
-from server.store.cluster_keys import SlotTags, remember
+from server.store.cluster_keys import SlotTags
 from server.store.shared_checks import SharedChecks, alone
 from server.store.slot_writes import Apart, checks_apart, tensor_writes
 
@@ -82,36 +82,32 @@ class Keyspace:
         self.db = db
         self._cache = cache if cache is not None and cache.enabled else None
         self._tags = slot_tags  # a cluster's: derived keys are put in their object's slot
-        self._stats_keys: dict[bytes, bytes] = {}  # a cluster's: each object's counters key (``stats_key``)
         self._max_bulk = 0  # the store's proto-max-bulk-len, read before the first big write (0: not yet)
         # a cluster's runs whose model or inputs are apart from their outputs join (server/store/shared_checks.py)
         self._shared = SharedChecks(self.script_replies, link.node_of) if slot_tags is not None else None
 
     def stats_key(self, key: bytes) -> bytes:
-        """Where the AI.INFO counters of ``key`` live; on a cluster, in ``key``'s slot (a hash tag that maps
-        there), so an object and its counters are written in one atomic script."""
-        if self._tags is None:
-            return stats_key(key)
-        found = self._stats_keys.get(key)  # (remembered: ~1k instructions a run, the tag's slot and the joins)
-        if found is None:
-            found = STATS_PREFIX + b"{" + self._tags.of(self._tags.slot(key)) + b"}" + key
-            remember(self._stats_keys, key, found)
-        return found
+        """Where the AI.INFO counters of ``key`` live: in the object's own hash (server/store/atomic.py,
+        ``STAT_FIELDS``), so on a cluster they are in its slot with no tag, written with it in one script."""
+        return stats_key(key)
 
-    def object_of_stats(self, name: bytes) -> bytes:
-        """The object key whose counters are at ``name`` (the inverse of ``stats_key``)."""
-        rest = name[len(STATS_PREFIX) :]
-        if self._tags is not None and rest.startswith(b"{"):
+    def object_of_legacy_stats(self, name: bytes) -> bytes:
+        """The object key whose counters an older release kept at ``name`` (``LEGACY_STATS_PREFIX`` + key; on a
+        cluster with a ``{tag}`` in the object's slot before the key): server/store/stored_objects.py."""
+        rest = name[len(LEGACY_STATS_PREFIX) :]
+        if self._tags is not None and rest.startswith(b"{") and b"}" in rest:
             return rest[rest.index(b"}") + 1 :]
         return rest
 
-    async def scan(self, match: bytes) -> list[bytes]:
-        """Every key matching ``match``, over every shard (SCAN … MATCH … COUNT 1000 until each cursor is 0)."""
+    async def scan(self, match: bytes, kind: bytes = b"") -> list[bytes]:
+        """Every key matching ``match`` (and of type ``kind``, when given: SCAN's TYPE), over every shard
+        (SCAN … MATCH … COUNT 1000 until each cursor is 0)."""
         found: list[bytes] = []
+        only = [b"TYPE", kind] if kind else []
         for link in self._link.shards():
             cursor = b"0"
             while True:
-                (reply,) = await link.pipeline([[b"SCAN", cursor, b"MATCH", match, b"COUNT", b"1000"]])
+                (reply,) = await link.pipeline([[b"SCAN", cursor, b"MATCH", match, b"COUNT", b"1000", *only]])
                 raise_if_unavailable(reply)
                 if isinstance(reply, AIError):
                     raise reply
@@ -125,17 +121,21 @@ class Keyspace:
     def caching(self) -> bool:
         return self._cache is not None and self._cache.enabled
 
-    async def read_through(self, commands: Sequence[tuple[bytes, ...]], hits: list[bool] | None = None) -> list[Any]:
+    async def read_through(self, commands: Sequence[tuple[bytes, ...]], hits: list[bool] | None = None,
+                           checked: bool = True) -> list[Any]:
         """GET / HMGET replies from the coherent cache where it has them, the rest in one round trip
         (server/store/cache.py); without a cache (or a store that refuses to track keys), one pipeline.
-        ``hits``, when given, gets one flag per command: whether its reply came from the cache."""
+        ``hits``, when given, gets one flag per command: whether its reply came from the cache. ``checked``
+        (every caller today: a run's read) says the caller's write checks what it took (the model's digest,
+        STALEINPUT), so a metadata entry a push left unconfirmed serves it too; a read whose reply answers a
+        client or decides anything without such a check passes False and gets only confirmed entries."""
         if self._cache is None or not self._cache.enabled:
             return await self._read_past_cache(commands, hits)
-        held = self._cache.held(self.db, commands, hits)
+        held = self._cache.held(self.db, commands, hits, checked)
         if held is not None:
             return held  # cached values are never "unavailable" errors: those are not kept
         try:
-            replies = await self._cache.read_many(self.db, commands, hits)
+            replies = await self._cache.read_many(self.db, commands, hits, checked)
         except TrackingRefused:
             return await self._read_past_cache(commands, hits)
         raise_if_unavailable(*replies)

@@ -67,7 +67,8 @@ def test_cached_metadata_is_held_for_a_model_on_any_shard(
     """The keyspace asks the cache's ``held`` first (no coroutine, no round trip): on a cluster it must look in
     the cache of the node serving each key — it looked in the first node's only, so a model on another shard
     went the long way every run. Keys of two nodes are held together too, each from its node's cache (a run
-    whose inputs share its outputs' slot, its model elsewhere; a stored graph's models)."""
+    whose inputs share its outputs' slot, its model elsewhere; a stored graph's models). A run's read is checked:
+    the metadata its runs' counters left unconfirmed serves it (server/store/cache.py)."""
     models = keys_on_three_shards(cluster, "hd")
     conn = cluster_servers[0].client()
     _inputs(conn, "{hd}a", "{hd}b")
@@ -78,7 +79,7 @@ def test_cached_metadata_is_held_for_a_model_on_any_shard(
     cache = server.ctx.store.cache
 
     async def held(keys: list[str]) -> list[Any] | None:
-        return cache.held(0, [(b"HMGET", key.encode(), *MODEL_META_FIELDS) for key in keys])
+        return cache.held(0, [(b"HMGET", key.encode(), *MODEL_META_FIELDS) for key in keys], checked=True)
 
     for model in models:
         found = asyncio.run_coroutine_threadsafe(held([model]), cluster_servers[0].loop).result(10)
@@ -333,7 +334,7 @@ def test_a_read_whose_node_groups_were_made_under_an_earlier_map_reads_through_t
         grouped_under = list(cache._slot_numbers) if map_changed else cache._slot_numbers
         found = [False] * len(commands)
         try:
-            return await cache._read_groups(commands, groups, found, grouped_under), found
+            return await cache._read_groups(commands, groups, found, grouped_under, True), found
         finally:
             node._entries[commands[1]] = (value, size)
 

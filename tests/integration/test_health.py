@@ -88,14 +88,13 @@ def test_readyz_names_a_backend_the_stored_models_need_that_cannot_load() -> Non
     with running_server(Config(port=0, metrics_port=metrics)) as server:
         conn = server.client()
         assert http_get(metrics, "/readyz") == (200, "ready\n")
-        # a model another server stored with a backend this one cannot load (its counters beside it, as stored)
+        # a model another server stored with a backend this one cannot load
         conn.hset("foreign", mapping={"__redisai__": "model", "backend": "MXNET", "device": "CPU"})
-        conn.hset("__redisai_stats__:foreign", mapping={"calls": 0})
         status, body = http_get(metrics, "/readyz")
         assert status == 503, body
         assert body == "not ready: backend MXNET (needed by 'foreign') cannot be loaded: ERR Could not load backend\n"
         assert http_get(metrics, "/healthz") == (200, "ok\n")
-        conn.delete("foreign", "__redisai_stats__:foreign")
+        conn.delete("foreign")
         conn.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", models.torch_add())
         assert wait_until(lambda: http_get(metrics, "/readyz") == (200, "ready\n"))  # TORCH loads
         assert "TORCH" in server.server.ctx.ai.backends.loaded()
@@ -106,7 +105,6 @@ def test_readyz_in_another_database_and_unknown_paths() -> None:
     with running_server(Config(port=0, metrics_port=metrics)) as server:
         other = server.client(db=5)
         other.hset("far", mapping={"__redisai__": "model", "backend": "NOPE", "device": "CPU"})
-        other.hset("__redisai_stats__:far", mapping={"calls": 0})
         status, body = http_get(metrics, "/readyz")
         assert status == 503 and "backend NOPE (needed by 'far')" in body
         assert http_get(metrics, "/nothing-here")[0] == 404
@@ -127,7 +125,6 @@ def test_readyz_on_a_cluster_sees_every_shard(redis_cluster: LocalCluster) -> No
         for index in range(6):  # keys over the shards; only one names a backend nobody has
             backend = "NOPE" if index == 4 else "TORCH"
             conn.execute_command("HSET", f"obj{index}", "__redisai__", "model", "backend", backend)
-            conn.execute_command("HSET", f"__redisai_stats__:obj{index}", "calls", 0)
         status, body = http_get(metrics, "/readyz")
         assert status == 503 and "backend NOPE (needed by 'obj4') cannot be loaded" in body, body
 

@@ -19,7 +19,7 @@ from server.store.cluster_keys import SlotTags, key_slot
 from server.store.keyspace import JOIN_WHEN_WAITING, Keyspace
 from server.store.shared_checks import SharedChecks
 
-STATS = b"__redisai_stats__:{x}m"
+STATS = b"m"  # the counters of model m are fields of its own hash
 LOADING = AIError("LOADING Redis is loading the dataset in memory")
 
 

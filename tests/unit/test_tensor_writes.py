@@ -123,7 +123,7 @@ def test_checks_apart_says_what_of_a_run_lies_outside_its_outputs_slot() -> None
     near, also_near = (b"{t}x", b"v"), (b"{t}y", b"w")
     far = (INPUT, b"u")
     assert key_slot(MODEL) != key_slot(OUT_A) and key_slot(INPUT) != key_slot(OUT_A)
-    counts = [record_run_call(b"__redisai_stats__:{t}m", 1, 5, 1, 0)]
+    counts = [record_run_call(b"{t}m", 1, 5, 1, 0)]
     model_counts = [record_run_call(_cluster_keyspace().stats_key(MODEL), 1, 5, 1, 0)]
     assert checks_apart(tags, [OUT_A], (b"{t}m", DIGEST), [near], counts) == (False, [near], [])
     assert checks_apart(tags, [OUT_A], (MODEL, DIGEST), [near], model_counts) == (True, [near], [])
