@@ -56,3 +56,22 @@ def test_an_aborted_connection_fails_its_calls_and_the_next_call_connects_anew()
             link.close()
 
         asyncio.run(asyncio.wait_for(scenario(), 20))
+
+
+def test_a_call_waiting_for_the_connection_to_be_made_can_be_given_up_on() -> None:
+    """A watchdog sees a call that waits for the login (a listener that never answers AUTH) and fails it at
+    once, without waiting for the connect timeout."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+
+        async def scenario() -> None:
+            link = RedisLink(parse_store_url(f"redis://:secret@127.0.0.1:{port}"), 0)
+            waiting = asyncio.ensure_future(link.pipeline([[b"PING"]]))
+            await asyncio.sleep(0)  # the connection is being made: accepted, its AUTH never answered
+            assert not link.connected and link.oldest_pending() is not None
+            link.abort("given up on while connecting")
+            with pytest.raises(AIError, match="given up on while connecting"):
+                await waiting
+            link.close()
+
+        asyncio.run(asyncio.wait_for(scenario(), 20))
