@@ -32,6 +32,7 @@ from backends.device import Device, ResidentTensor, cuda_ordinal
 from backends.errors import AIError, one_line
 from backends.tensor import Tensor
 from backends.torch_threads import prepare_run_thread, use_intra_op_threads
+from backends.torch_writes import allow_read_only_inputs, writes_in_place
 
 _THREADS_LOCK = threading.Lock()
 
@@ -83,6 +84,9 @@ class TorchModel(NamedModel):
         self._device = device
         self._on_cpu = device.type == "cpu"  # no .to() round trips for inputs and outputs (~1 us each)
         self._intra_op_threads = intra_op_threads
+        self._copies_inputs = writes_in_place(module)  # else inputs are passed as the read-only views they are
+        if not self._copies_inputs:
+            allow_read_only_inputs()
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """This module is interpreted (``NamedModel``'s subclasses are: docs/performance.md), so a run of a small
@@ -92,8 +96,9 @@ class TorchModel(NamedModel):
         for array in inputs:
             if array.dtype == object:  # a STRING tensor: as scripts answer it (the fuzz found torch's TypeError)
                 raise AIError(msgs.TENSOR_UNSUPPORTED_DTYPE_MSG)
-            # decoded inputs are read-only views of the store's bytes: a model that works in place gets a copy
-            tensors.append(torch.from_numpy(array if array.flags.writeable else array.copy()))
+            # decoded inputs are read-only views of stored bytes: a model that may write in place gets a copy
+            tensors.append(torch.from_numpy(array.copy() if self._copies_inputs and not array.flags.writeable
+                                            else array))
         if not self._on_cpu:
             return self._run_on_gpu(tensors)
         try:
