@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from backends.errors import AIError
 from server.app import Server
 from server.config import Config, ConfigError, load_config, requested_action
+from server.ops.allocator import keep_big_buffers_in_heap
 from server.ops.banner import version_text
 from server.ops.logs import setup_logging
 from server.ops.native_log import capture_native_stderr
@@ -64,6 +65,7 @@ def serve(config: Config) -> int:
     except ImportError:
         logging.getLogger("redisai.server").info("uvloop not installed; using the asyncio event loop")
     capture_native_stderr(config)  # (per process, after the supervisor's fork: it starts a thread)
+    keep_big_buffers_in_heap()
     tune_garbage_collector()
     server: Server | None = None
     try:
