@@ -186,7 +186,7 @@ class Tensor:
     def from_result(cls, array: Any) -> Tensor:
         """A backend's output array (``ModelWork``): ``from_numpy``, with the usual case — a C-contiguous array of
         one of our numeric types in little-endian order — taken by identity checks alone (``from_numpy``'s
-        conversions cost ~6,500 instructions a run of a small model: callgrind)."""
+        conversions cost more than a small model's whole run)."""
         kind = array.dtype
         for numpy_type, info in _NUMERIC_BY_TYPE:
             if kind is numpy_type:

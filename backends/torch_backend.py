@@ -82,7 +82,7 @@ class TorchModel(NamedModel):
         # TorchScript module has no hooks
         self._forward = module.forward
         self._device = device
-        self._on_cpu = device.type == "cpu"  # no .to() round trips for inputs and outputs (~1 us each)
+        self._on_cpu = device.type == "cpu"  # no .to() round trips for inputs and outputs
         self._intra_op_threads = intra_op_threads
         self._copies_inputs = writes_in_place(module)  # else inputs are passed as the read-only views they are
         if not self._copies_inputs:

@@ -1,4 +1,4 @@
-"""Auto-batching policy (REDISAI-REFERENCE §5): which queued requests run together, or how long to wait.
+"""Auto-batching policy, RedisAI's batching rules: which queued requests run together, or how long to wait.
 
 Pure: no threads, no queue, no tensors — only the facts the decision needs (``BatchCandidate``), so it is
 unit-tested on its own. The worker calls ``select_batch`` under the queue's lock.

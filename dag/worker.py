@@ -239,5 +239,6 @@ def _micros_since(started: float) -> int:
 
 
 def _op_failed(exc: Exception) -> AIError:
-    """An op's unexpected exception as that op's error reply: the worker thread lives on (house rule 4)."""
+    """An op's unexpected exception as that op's error reply: the worker thread lives on (CONTRIBUTING.md,
+    *One error catalogue*)."""
     return AIError(msgs.OP_FAILED_FMT.format(kind=type(exc).__name__, detail=exc))

@@ -27,7 +27,7 @@ def decode_input(value: Any) -> Tensor:
 
 DECODED_KEPT: Final = 64  # decoded inputs remembered (DecodedInputs), each pinning a value of at most 64 KiB
 # A value read from the store is a new object every time: it is looked up by its bytes up to this size, where
-# hashing it (~1.5 instructions a byte) costs less than decoding it again (~14,000).
+# hashing it costs less than decoding it again.
 DECODED_BY_CONTENT_LIMIT: Final = 2048
 # A bigger value (a stamped copy the cache keeps, a new object at every write) is decoded as a view each time:
 # hashing its bytes costs far more than that, and it would pin a copy the cache's budget does not count.
@@ -35,13 +35,12 @@ DECODED_KEPT_LIMIT: Final = 64 * 1024
 
 
 class DecodedInputs:
-    """Input tensors decoded once for many runs. Decoding a tensor cost ~14,000 instructions of a
-    MODELEXECUTE's ~250,000 (callgrind). Kept by the value's bytes: a value the coherent cache serves is the
-    same ``bytes`` object for every run of it (Python keeps its hash), and a small one read from the store
-    (a batching model's inputs, a DAG's LOAD, inputs on another shard than the outputs) hashes for less than
-    it decodes. Numeric tensors only: a read-only view of those bytes, which nothing can change (a STRING
-    tensor's array of objects could be). At most DECODED_KEPT, then it starts over. One per server
-    (``AIState.decoded``), loop thread only."""
+    """Input tensors decoded once for many runs (a decode is a noticeable share of a small model's run). Kept by
+    the value's bytes: a value the coherent cache serves is the same ``bytes`` object for every run of it
+    (Python keeps its hash), and a small one read from the store (a batching model's inputs, a DAG's LOAD,
+    inputs on another shard than the outputs) hashes for less than it decodes. Numeric tensors only: a
+    read-only view of those bytes, which nothing can change (a STRING tensor's array of objects could be). At
+    most DECODED_KEPT, then it starts over. One per server (``AIState.decoded``), loop thread only."""
 
     __slots__ = ("_by_value",)
 
@@ -89,7 +88,7 @@ def output_type_checks(keys: list[bytes]) -> list[tuple[bytes, ...]]:
 
 def check_output_types(replies: list[Any]) -> None:
     """An output key holding anything but a tensor is WRONGTYPE, and nothing runs or is written (RedisAI
-    replies +OK and then a second -WRONGTYPE here, quirk 9; we send the error only). An empty prefix is a
+    replies +OK and then a second -WRONGTYPE here; we send the error only). An empty prefix is a
     missing key (or an empty string, which is then replaced)."""
     for prefix in replies:
         if isinstance(prefix, AIError) or (prefix and not looks_like_tensor(prefix)):

@@ -2,7 +2,7 @@
 
 Replies: server/protocol/reply.py (values and the encoder); the store's replies: server/protocol/framer.py.
 
-Nothing here knows about sockets or asyncio (house rule 1). The parser follows Redis's own
+Nothing here knows about sockets or asyncio (CONTRIBUTING.md, *Sans-IO protocol*). The parser follows Redis's own
 ``processMultibulkBuffer``/``processInlineBuffer``: the same limits, the same ``Protocol error`` texts.
 
 Fast path: complete multibulk frames in a buffer of at most ``HIREDIS_MAX_BUFFER`` bytes are parsed by
@@ -69,8 +69,8 @@ class RequestParser:
     _big_size: int = 0
     _big_need: int = 0
     _skip: int = 0
-    # The fast path's reader, kept between calls while it holds nothing (making and freeing one cost ~5,000
-    # instructions a request: callgrind, one client) — that is, while every byte it was fed became a frame taken.
+    # The fast path's reader, kept between calls while it holds nothing (a new one per request costs more than
+    # the parse) — that is, while every byte it was fed became a frame taken.
     _reader: hiredis.Reader = field(default_factory=hiredis.Reader)
 
     def feed(self, data: bytes) -> None:
@@ -146,7 +146,7 @@ class RequestParser:
             return False
         limits = self.limits
         # walked as a bytes copy (at most HIREDIS_MAX_BUFFER): mypyc reads a bytes object's bytes directly, a
-        # bytearray's through PyObject_GetItem (~150 instructions a byte)
+        # bytearray's through a generic item lookup per byte
         end = pos + _plain_frames_end(bytes(buf) if pos == 0 else bytes(buf[pos:]), limits.max_multibulk_len,
                                       limits.max_bulk_len)
         if end == pos:
