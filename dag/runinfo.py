@@ -88,6 +88,7 @@ class RunInfo:
         "cancelled",
         "deadline",
         "error",
+        "host_after",
         "lock",
         "on_done",
         "on_step",
@@ -115,6 +116,9 @@ class RunInfo:
         self.waiters: list[Any] = []  # the DeviceQueues holding this run's tickets
         # a GPU op may have left outputs on its device (dag/residency.py): readers elsewhere bring them over first
         self.resident = False
+        # the slots read after the run (a DAG's TENSORGET and PERSIST slots, a graph's outputs): only those of its
+        # resident tensors come back to the host when it ends; None: all of them
+        self.host_after: frozenset[int] | None = None
         # after each step on a worker: a compiled graph's scheduler (dag/compiled.py) pushes the steps it made
         # ready; None (a DAG): the worker wakes the run's other queues, whose tickets look at their inputs again
         self.on_step: Callable[[Step], None] | None = None

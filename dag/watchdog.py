@@ -174,7 +174,7 @@ class Watchdog:
         for other in run.waiters:
             other.wake()
         if run.release():
-            finish_run(run)
+            finish_run(run, run.host_after)
 
     def _abandon(self, watched: Watched) -> None:
         """Answer the run TIMEDOUT, stop its other steps, and give the queue a fresh worker."""
@@ -192,4 +192,4 @@ class Watchdog:
         for queue in run.waiters:
             queue.wake()
         if run.release():
-            finish_run(run)
+            finish_run(run, run.host_after)

@@ -154,7 +154,7 @@ class Worker:
         run = ticket.run
         if run.release():  # finish_run, inline: this is every run's path, compiled (a call into an interpreted module)
             if run.resident:
-                settle_run(run)
+                settle_run(run, run.host_after)
             if run.on_done is not None:
                 run.on_done(run)
 

@@ -21,6 +21,7 @@ from dag.execute import ModelWork
 from dag.mangle import ResolvedDag, resolve
 from dag.ops import DagOp, ModelOp, ScriptOp, TensorGetOp, TensorSetOp
 from dag.parse import DAGEXECUTE, DAGEXECUTE_RO, DAGRUN, DAGRUN_RO, DagHeader, DagKind, parse_header
+from dag.residency import dag_reads
 from dag.runinfo import RunInfo, Step, Work
 from server.ai.attempts import Attempt, again_or_raise, attempted
 from server.ai.execution import execute_run
@@ -172,7 +173,10 @@ def build_run(ops: list[DagOp], resolved: ResolvedDag, loaded: list[Any], works:
         if isinstance(op, TensorSetOp):
             slots[resolved.op_outputs[index][0]] = op.tensor
     steps, step_of_op = build_steps(ops, resolved.op_inputs, resolved.op_outputs, works, metrics)
-    return RunInfo(steps, slots, deadline=deadline_after(timeout_ms)), step_of_op
+    run = RunInfo(steps, slots, deadline=deadline_after(timeout_ms))
+    if any(isinstance(op, (ModelOp, ScriptOp)) and op.meta.device.is_gpu for op in ops):
+        run.host_after = dag_reads(ops, resolved)  # intermediates nobody reads stay on their GPU
+    return run, step_of_op
 
 
 def build_steps(ops: list[DagOp], op_inputs: Sequence[tuple[int, ...]], op_outputs: Sequence[tuple[int, ...]],
