@@ -28,7 +28,7 @@ COMPILED := build/.compiled
 HOT_SOURCES := $(shell sed -n 's/^    "\([a-z_.]*\)",$$/\1/p' server/compiled.py | tr . / | sed 's/$$/.py/')
 SERVE := $(BIN)/redisai-server --bind 127.0.0.1 --port 6379 $(ARGS)
 
-.PHONY: venv venv-run compile purge-compiled run test test-python gpu-check gpu-bench lint typecheck bench soak clean
+.PHONY: venv venv-run venv-python compile purge-compiled run test test-python gpu-check gpu-bench lint typecheck bench soak clean
 
 venv: $(FULL_STAMP)
 
@@ -123,6 +123,8 @@ $(PY_VENV)/.installed: pyproject.toml
 	$(PY_VENV)/bin/pip install --quiet -e '.[onnx,uvloop,metrics,test]'
 	! $(PY_VENV)/bin/python -c 'import torch' 2>/dev/null
 	touch $@
+
+venv-python: $(PY_VENV)/.installed
 
 test-python: $(PY_VENV)/.installed
 	$(PY_VENV)/bin/python --version

@@ -14,10 +14,13 @@ import os
 import sys
 from dataclasses import dataclass
 
-# The modules every request passes through (profiles in docs/performance.md): framing and reply encoding,
-# the connection and its reply queue, the store links (a cluster's routing too) and the metadata cache, the
-# tensor, model and DAG commands with their codecs, and the run path down to the device queues.
-# A class compiled here cannot be subclassed by an interpreted one: keep its subclasses here too.
+# Only where the interpreter would dominate a common request (docs/performance.md, "Compiled hot path": each
+# module's own instructions in a compiled request's profile): parsing, framing and reply encoding, the
+# connection and its reply queue, the store's links and readers (a cluster's too), the keyspace and its
+# metadata cache, and the tensor command with its codecs (loops over every value). The rest is plain Python.
+# A class compiled here cannot be subclassed by an interpreted one: its subclasses are here too, whatever they
+# cost (tests/unit/test_compiled.py checks it): the cluster's reply slots, the cluster's map (a Router), the
+# embedded store (a RedisStore) and the cluster's cache (a TrackedCache).
 HOT_MODULES: tuple[str, ...] = (
     "server.protocol.framer",
     "server.protocol.reply",
@@ -26,58 +29,19 @@ HOT_MODULES: tuple[str, ...] = (
     "server.frontend.connection",
     "server.frontend.replies",
     "server.frontend.relay",
-    "server.frontend.eager",
-    "server.commands.client_state",
-    "server.ops.stats",
-    "server.store.keyspace",
-    "server.store.shared_checks",
-    "server.store.slot_writes",
     "server.store.upstream",
-    "server.store.pubsub_state",
     "server.store.redis",
     "server.store.embedded",
-    "server.store.cluster_keys",
+    "server.store.keyspace",
+    "server.store.cache",
     "server.store.cluster_link",
+    "server.store.cluster_state",
     "server.store.cluster_relay",
     "server.store.cluster_fanout",
-    "server.store.cache",
     "server.store.cluster_cache",
-    "server.store.cluster_state",
-    "server.store.cluster_topology",
-    "server.store.atomic",
-    "server.commands.args",
-    "server.commands.context",
-    "server.commands.spec",
-    "server.commands.generic",
     "server.commands.tensor",
-    "server.commands.model",
-    "server.commands.model_args",
-    "server.commands.dag",
-    "server.commands.dag_ops",
-    "server.ai.single_op",
-    "server.ai.execution",
-    "server.ai.tensor_io",
-    "server.ai.state",
-    "server.ai.steps",
-    "server.ai.stored",
-    "server.ai.attempts",
-    "dag.parse",
-    "dag.inline",
-    "dag.cost_table",
-    "dag.inline_batch",
-    "dag.batching",
-    "dag.runinfo",
-    "dag.execute",
-    "dag.worker",
-    "dag.manager",
-    "dag.mangle",
-    "dag.ops",
-    "backends.objects",
     "backends.tensor",
     "backends.tensor_args",
-    "backends.batching",
-    "backends.errors",
-    "backends.device",
 )
 
 

@@ -70,7 +70,7 @@ def _imported_file(module: str, pure: bool) -> str:
 
 def test_pure_python_switch_imports_the_sources_of_every_hot_module() -> None:
     builds = {build.name: build for build in hot_module_builds()}
-    for module in ("server.frontend.connection", "backends.tensor", "dag.inline"):
+    for module in ("server.frontend.connection", "server.store.upstream", "backends.tensor"):
         assert _imported_file(module, pure=True) == builds[module].source
         as_built = _imported_file(module, pure=False)
         assert as_built == (builds[module].native or builds[module].source)
@@ -141,3 +141,36 @@ def test_no_compiled_module_has_a_final_tuple_of_floats() -> None:
 def test_the_final_float_tuple_check_finds_one() -> None:
     tree = ast.parse("from typing import Final\nDELAYS: Final = (0.05, 1, 2.0)\nCOUNTS: Final = (1, 2)\n")
     assert _final_float_tuples(tree) == ["DELAYS (line 2)"]
+
+
+def _classes_and_bases(tree: ast.Module, module: str) -> Iterator[tuple[str, str]]:
+    """(class, base) of each class ``module`` defines, both as ``module.Name``: a base imported by name from a
+    module of this project, or defined in ``module`` itself."""
+    imported = {alias.asname or alias.name: f"{node.module}.{alias.name}" for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.module for alias in node.names}
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+    own = {node.name for node in classes}
+    for node in classes:
+        for base in node.bases:
+            name = ast.unparse(base).split("[")[0]
+            if name in own:
+                yield f"{module}.{node.name}", f"{module}.{name}"
+            elif name in imported:
+                yield f"{module}.{node.name}", imported[name]
+
+
+def test_every_subclass_of_a_compiled_class_is_compiled_too() -> None:
+    """An interpreted class cannot subclass a compiled one (a TypeError when its module is imported), so a
+    module that subclasses a class of HOT_MODULES is in HOT_MODULES too."""
+    root = Path(__file__).parents[2]
+    hot = set(HOT_MODULES)
+    found = []
+    for package in ("server", "dag", "backends"):
+        for source in sorted(root.joinpath(package).rglob("*.py")):
+            module = ".".join(source.relative_to(root).with_suffix("").parts)
+            if module in hot:
+                continue
+            for cls, base in _classes_and_bases(ast.parse(source.read_text()), module):
+                if base.rpartition(".")[0] in hot:
+                    found.append(f"{cls} <- {base}")
+    assert not found, f"compile these modules too, or their bases not: {found}"
