@@ -1,9 +1,9 @@
 """Stored-graph benchmarks: a compiled graph against the same graph interpreted and the same ops as a DAG.
 
-Usage: python -m bench.graph_bench [--requests N] [--calls N]
+Usage: python -m bench.graph_bench [--requests N] [--clients N] [--calls N] [--tree DIR]
 
 1. A 10-op chain (x → double → double … → y) and a 10-op fan-out/fan-in (five doubles of x, a tree of four
-   adds, a last double) of tiny TorchScript ops on a 1x4 tensor: 50 clients (redis-benchmark) of
+   adds, a last double) of tiny TorchScript ops on a 1x4 tensor: 50 clients (``--clients``; redis-benchmark) of
    AI.GRAPHEXECUTE (COMPILED), AI.GRAPHEXECUTE … MODE INTERPRETED, and the same ops sent as an ad-hoc
    AI.DAGEXECUTE LOAD … PERSIST …: requests/s, p50/p99 and the server CPU µs per run (/proc/PID/stat), with
    the ratio of each to COMPILED.
@@ -63,7 +63,7 @@ def _keys(ops: list[Op]) -> list[Op]:
     return [[names.get(part, part) for part in op] for op in ops]
 
 
-def compare(port: int, name: str, ops: list[Op], requests: int) -> list[list[str]]:
+def compare(port: int, name: str, ops: list[Op], requests: int, clients: int = 50) -> list[list[str]]:
     """COMPILED, INTERPRETED and the ad-hoc DAG of ``ops``: one row each, with CPU per run against COMPILED."""
     conn = redis.Redis(port=port)
     conn.execute_command("AI.GRAPHSTORE", name, "INPUTS", 1, "x", "OUTPUTS", 1, "y", *_piped(ops))
@@ -75,8 +75,9 @@ def compare(port: int, name: str, ops: list[Op], requests: int) -> list[list[str
         "ad-hoc AI.DAGEXECUTE": ["AI.DAGEXECUTE", "LOAD", "1", "in", "PERSIST", "1", "out", *_piped(_keys(ops))],
     }
     for command in runs.values():  # warm: models loaded, graph bound, inline estimates measured
-        measure(where, command, 500)
-    measured: dict[str, Measured] = {label: measure(where, command, requests) for label, command in runs.items()}
+        measure(where, command, 500, clients)
+    measured: dict[str, Measured] = {label: measure(where, command, requests, clients)
+                                     for label, command in runs.items()}
     base = measured["COMPILED"].cpu_us
     return [[f"{name}: {label}", *result.cells(), f"{result.cpu_us / base:.2f}x"] for label, result in measured.items()]
 
@@ -103,15 +104,18 @@ def two_devices(conn: redis.Redis, calls: int) -> list[list[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=10_000, help="requests per redis-benchmark run")
+    parser.add_argument("--clients", type=int, default=50, help="redis-benchmark connections of the 10-op rows")
     parser.add_argument("--calls", type=int, default=15, help="calls per median in the two-device comparison")
+    parser.add_argument("--tree", help="run our server from this checkout (compiled there) instead")
     args = parser.parse_args()
-    with our_server("--intra-op-parallelism", "1") as port:
+    with our_server("--intra-op-parallelism", "1", tree=args.tree) as port:
         conn = redis.Redis(port=port)
         conn.execute_command("AI.MODELSTORE", "dbl", "TORCH", "CPU", "BLOB", models.torch_double())
         conn.execute_command("AI.MODELSTORE", "add", "TORCH", "CPU", "BLOB", models.torch_add())
         conn.execute_command("AI.TENSORSET", "in", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4)
-        rows = compare(port, "chain10", chain_ops(), args.requests) + compare(port, "fan10", fan_ops(), args.requests)
-        print_table("10 tiny ops, 50 clients (redis-benchmark; CPU: ours +store)",
+        rows = [*compare(port, "chain10", chain_ops(), args.requests, args.clients),
+                *compare(port, "fan10", fan_ops(), args.requests, args.clients)]
+        print_table(f"10 tiny ops, {args.clients} clients (redis-benchmark; CPU: ours +store)",
                     ["run", *CELL_NAMES, "CPU vs COMPILED"], rows)
         print_table("Two slow branches (median ms)", ["graph", "ms", "speedup"], two_devices(conn, args.calls))
 
