@@ -14,13 +14,16 @@ import os
 import sys
 from dataclasses import dataclass
 
-# Only where the interpreter would dominate a common request (docs/performance.md, "Compiled hot path": each
-# module's own instructions in a compiled request's profile): parsing, framing and reply encoding, the
-# connection and its reply queue, the store's links and readers (a cluster's too), the keyspace and its
-# metadata cache, and the tensor command with its codecs (loops over every value). The rest is plain Python.
-# A class compiled here cannot be subclassed by an interpreted one: its subclasses are here too, whatever they
-# cost (tests/unit/test_compiled.py checks it): the cluster's reply slots, the cluster's map (a Router), the
-# embedded store (a RedisStore) and the cluster's cache (a TrackedCache).
+# The modules a common request passes through (docs/performance.md, "Compiled hot path"): framing and reply
+# encoding, the connection and its reply queue, the store links (a cluster's routing too) and the metadata
+# cache, the tensor, model and DAG commands with their codecs, and the run path down to the device queues.
+# Not the ones only a rare command or a cluster's map refresh reaches (pub/sub bookkeeping, the topology
+# parser). A module stays compiled even where its own share of a request is small: interpreted, each call
+# into it from compiled code, and each read of its objects' attributes, goes through the interpreter, which
+# costs far more than the module's own instructions in a compiled profile suggest (docs/bench-log.md,
+# "Which modules to compile").
+# A class compiled here cannot be subclassed by an interpreted one: keep its subclasses here too
+# (tests/unit/test_compiled.py checks it).
 HOT_MODULES: tuple[str, ...] = (
     "server.protocol.framer",
     "server.protocol.reply",
@@ -29,19 +32,56 @@ HOT_MODULES: tuple[str, ...] = (
     "server.frontend.connection",
     "server.frontend.replies",
     "server.frontend.relay",
+    "server.frontend.eager",
+    "server.commands.client_state",
+    "server.ops.stats",
+    "server.store.keyspace",
+    "server.store.shared_checks",
+    "server.store.slot_writes",
     "server.store.upstream",
     "server.store.redis",
     "server.store.embedded",
-    "server.store.keyspace",
-    "server.store.cache",
+    "server.store.cluster_keys",
     "server.store.cluster_link",
-    "server.store.cluster_state",
     "server.store.cluster_relay",
     "server.store.cluster_fanout",
+    "server.store.cache",
     "server.store.cluster_cache",
+    "server.store.cluster_state",
+    "server.store.atomic",
+    "server.commands.args",
+    "server.commands.context",
+    "server.commands.spec",
+    "server.commands.generic",
     "server.commands.tensor",
+    "server.commands.model",
+    "server.commands.model_args",
+    "server.commands.dag",
+    "server.commands.dag_ops",
+    "server.ai.single_op",
+    "server.ai.execution",
+    "server.ai.tensor_io",
+    "server.ai.state",
+    "server.ai.steps",
+    "server.ai.stored",
+    "server.ai.attempts",
+    "dag.parse",
+    "dag.inline",
+    "dag.cost_table",
+    "dag.inline_batch",
+    "dag.batching",
+    "dag.runinfo",
+    "dag.execute",
+    "dag.worker",
+    "dag.manager",
+    "dag.mangle",
+    "dag.ops",
+    "backends.objects",
     "backends.tensor",
     "backends.tensor_args",
+    "backends.batching",
+    "backends.errors",
+    "backends.device",
 )
 
 
