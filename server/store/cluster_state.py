@@ -279,10 +279,13 @@ class ClusterState(Router):
         return parse_slots(slots, self.seed, address), state_ok
 
     async def stopped(self) -> None:
-        """Wait for the background tasks ``close`` cancelled to end (none left pending when the loop closes)."""
+        """Wait for the background tasks and connects ``close`` cancelled to end (none left pending when the loop
+        closes)."""
         tasks = [task for task in (self._refresh, self._periodic, self._watching) if task is not None]
         tasks += self._probes.values()
         await asyncio.gather(*tasks, return_exceptions=True)
+        channels = [*self._links.values(), *self._map_links.values(), *self._relays.values()]
+        await asyncio.gather(*(channel.stopped() for channel in channels))
 
     def close(self) -> None:
         for task in (self._refresh, self._periodic, self._watching, *self._probes.values()):

@@ -361,8 +361,10 @@ class RedisStore:
 
     async def close(self) -> None:
         self.cache.close()
+        connections = [*(node for link in self._links.all() for node in link.router.shards()), *self._relays.all()]
         self._links.close_all()
         self._relays.close_all()
+        await asyncio.gather(*(connection.stopped() for connection in connections))
 
     def describe(self) -> str:
         return self.address.describe()

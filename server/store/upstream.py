@@ -348,6 +348,7 @@ class UpstreamConnection:
         self._db = db
         self._upstream: UpstreamProtocol | None = None
         self._connecting: asyncio.Task[None] | None = None
+        self._cancelled: asyncio.Task[None] | None = None  # the connect ``close`` stopped, until it ends
         self._outbox: list[bytes] = []
 
     @property
@@ -431,8 +432,13 @@ class UpstreamConnection:
             self._upstream.close()
         if self._connecting is not None:
             self._connecting.cancel()
-            self._connecting = None
+            self._cancelled, self._connecting = self._connecting, None
             self._fail_all(lost_detail(None, self._address))
+
+    async def stopped(self) -> None:
+        """Wait for the connect ``close`` stopped to end (none is left pending when the loop closes)."""
+        if self._cancelled is not None:
+            await asyncio.gather(self._cancelled, return_exceptions=True)
 
 
 async def _connect_and_login(address: StoreAddress, db: int, protocol: UpstreamProtocol,
