@@ -62,6 +62,7 @@ from server.store.upstream import (
     Hook,
     PendingReplies,
     StoreAddress,
+    UpstreamConnection,
     UpstreamProtocol,
     ValueReader,
     open_upstream,
@@ -97,15 +98,15 @@ class TrackingRefused(AIError):
     """The store would not switch to RESP3 or track keys (an old Redis, an ACL without CLIENT): no cache."""
 
 
-class TrackingLink:
-    """The RESP3 connection with CLIENT TRACKING ON whose reads a database's cache entries come from."""
+class TrackingLink(UpstreamConnection):
+    """The RESP3 connection with CLIENT TRACKING ON whose reads a database's cache entries come from. Unlike the
+    other connections it is made by the first read itself (its handshake must come before any read, and a
+    store that refuses tracking must say so to that read); losing it, or giving up on it, drops the cache."""
 
-    def __init__(self, address: StoreAddress, db: int, on_invalidate: Any, on_lost: Any) -> None:
-        self._address = address
-        self._db = db
+    def __init__(self, address: StoreAddress, db: int, on_invalidate: Any, on_dropped: Any) -> None:
+        super().__init__(address, db)
         self._on_invalidate = on_invalidate
-        self._on_lost = on_lost
-        self._upstream: UpstreamProtocol | None = None
+        self._on_dropped = on_dropped
         self._pending = PendingReplies()
         self._poll: select.poll | None = None
         self._lock = asyncio.Lock()
@@ -130,7 +131,7 @@ class TrackingLink:
         the compiled code after it (mypyc trusts mypy's narrowing)."""
         async with self._lock:
             if self._upstream is None:
-                await self._connect()
+                await self._handshake()
         upstream = self._live()
         if upstream is None:
             raise AIError(msgs.UPSTREAM_DOWN_MSG.format(detail="connection closed"))
@@ -145,13 +146,13 @@ class TrackingLink:
         upstream.write(b"".join(pack_command(argv) for argv in commands))
         return await replies
 
-    async def _connect(self) -> None:
+    async def _handshake(self) -> None:
         """Connect, switch to RESP3 and turn tracking on; only then is the link used for reads."""
         try:
-            upstream = await open_upstream(self._address, ValueReader(), self._db, self._lost)
+            upstream = await open_upstream(self._address, ValueReader(), self._db, self._on_lost)
         except (OSError, ConnectionError) as exc:
             raise AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc)) from exc
-        upstream.on_reply = self._on_reply
+        self._attach(upstream)
         try:
             replies = await self._send(upstream, [[b"HELLO", b"3"], [b"CLIENT", b"TRACKING", b"ON"]])
         except AIError:
@@ -169,6 +170,9 @@ class TrackingLink:
         self._poll.register(sock.fileno(), select.POLLIN)
         self._upstream = upstream
 
+    def _attach(self, upstream: UpstreamProtocol) -> None:
+        upstream.on_reply = self._on_reply
+
     def _on_reply(self, reply: Any) -> None:
         if isinstance(reply, hiredis.PushNotification):
             if len(reply) >= 2 and reply[0] == b"invalidate":
@@ -176,28 +180,14 @@ class TrackingLink:
             return
         self._pending.deliver(reply)
 
-    def _lost(self, exc: Exception | None) -> None:
-        self._upstream = None
-        self._poll = None
-        self._pending.fail_all(AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=exc or "connection closed")))
-        self._on_lost()
-
     def oldest_pending(self) -> object | None:
-        """The read waiting longest for its replies (None: none waits); a cluster's watchdog looks at it."""
-        return self._pending.oldest()
+        return self._pending.oldest()  # (its reads never block)
 
-    def waits_blocked(self) -> bool:
-        return False  # (its reads never block)
-
-    def abort(self, detail: str) -> None:
-        """Give up on the connection (its node stopped answering): the reads waiting get the error, the
-        database's cache is dropped as for a lost connection, and the next miss connects anew."""
-        upstream, self._upstream = self._upstream, None
+    def _fail_all(self, detail: str) -> None:
+        """The reads waiting get the error, and the database's cache is dropped (a later push may be lost)."""
         self._poll = None
-        if upstream is not None:
-            upstream.abandon()
         self._pending.fail_all(AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=detail)))
-        self._on_lost()
+        self._on_dropped()
 
     def has_unread_data(self) -> bool:
         """Whether pushes may wait in our socket, unread by the loop yet (a zero-timeout poll)."""
@@ -534,6 +524,10 @@ class TrackedCache:
         """(hits, misses, entries) over every database, for INFO."""
         return (sum(c.hits for c in self._dbs.values()), sum(c.misses for c in self._dbs.values()),
                 sum(len(c._entries) for c in self._dbs.values()))
+
+    def tracking_links(self) -> list[TrackingLink]:
+        """Each database's tracking connection (the stall watch's view of them)."""
+        return [cache.link for cache in self._dbs.values()]
 
     def close(self) -> None:
         for cache in self._dbs.values():

@@ -14,7 +14,7 @@ from collections import deque
 from backends import errors as msgs
 from backends.errors import AIError
 from server.protocol.slot import ReplySlot
-from server.store.cache import TrackedCache, TrackingLink
+from server.store.cache import TrackedCache
 from server.store.cluster_keys import SlotTags
 from server.store.cluster_link import ClusterLink, OneNode, RedisLink
 from server.store.keyspace import load_scripts
@@ -369,11 +369,11 @@ class RedisStore:
     def describe(self) -> str:
         return self.address.describe()
 
-    def connections(self) -> list[UpstreamConnection | TrackingLink]:
+    def connections(self) -> list[UpstreamConnection]:
         """Every connection of this store that a command may wait on, but the clients' own sessions: the
         keyspace's links, the shared relays, the cache's tracking connections (the stall watch's view)."""
         return [*(node for link in self._links.all() for node in link.router.shards()), *self._relays.all(),
-                *(cache.link for cache in self.cache._dbs.values())]
+                *self.cache.tracking_links()]
 
     async def cluster_enabled(self) -> bool:
         """Whether the store is a node of a Redis Cluster (``INFO cluster``: ``cluster_enabled:1``)."""
