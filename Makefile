@@ -3,8 +3,9 @@
 #                ARGS="--dir ./data" to keep its data on disk; EXTRAS=tf,tflite adds the TF and TFLITE backends)
 #   make test  - create .venv with every backend and the dev tools, run the whole test suite
 # `make test` compiles the per-request hot path with mypyc first (server/compiled.py: mypyc's type-check on one
-# core, then a C file per module on every core; again whenever one of those sources changes). `make run` never waits for it: with no current build it serves pure
-# Python and compiles in the background (build/compile.log), and the next `make run` serves the compiled build.
+# core, then a C file per module on every core; again whenever one of those sources changes). `make run` never
+# waits for it: with no current build it serves pure Python and compiles in the background (build/compile.log),
+# and the next `make run` serves the compiled build.
 # COMPILE=0 keeps everything pure Python: `make test COMPILE=0`.
 PYTHON ?= python3
 VENV := .venv
