@@ -192,7 +192,9 @@ class AIState:
                               config.model_execution_timeout, config.backends_path or default_backends_path(),
                               config.backend_memory_limit, frozenset(config.script_allow_ops.split()))
         inline = InlinePolicy(config.inline_op_us if settings.runtime_options().intra_op_threads == 1 else 0)
-        return cls(settings, QueueManager(config.threads_per_queue, config.script_execution_timeout), inline)
+        queues = QueueManager(config.threads_per_queue, config.script_execution_timeout, gpu_lanes=config.gpu_lanes,
+                              cuda_graphs=config.cuda_graphs)
+        return cls(settings, queues, inline)
 
 
 def _counts(result: StepResult, samples: int) -> tuple[int, int, int, int] | None:

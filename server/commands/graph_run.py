@@ -28,6 +28,7 @@ from backends.errors import AIError, unavailable
 from backends.objects import MODEL_META_FIELDS, SCRIPT_META_FIELDS
 from backends.tensor import Tensor, encode_tensor
 from dag.graph_plan import GraphPlan
+from dag.lanes import is_gpu_queue
 from dag.ops import DagOp, ModelOp, ScriptOp, TensorSetOp
 from dag.parse import DAGEXECUTE, DagHeader
 from dag.runinfo import RunInfo, size_class
@@ -140,6 +141,8 @@ async def _compiled(ctx: ServerContext, keyspace: Keyspace, graph: StoredGraph, 
     for slot, tensor in zip(graph.plan.input_slots, inputs, strict=True):
         slots[slot] = tensor
     run = RunInfo(bound.steps, slots, deadline=deadline_after(req.timeout_ms))
+    if any(is_gpu_queue(queue.name) for queue in bound.queues):
+        run.host_after = frozenset(graph.plan.output_slots)  # intermediates nobody reads stay on their GPU
     if bound.steps:
         await _run_steps(ctx, bound, run, size_class(inputs))
     ok = run.error is None and not run.timed_out

@@ -106,15 +106,15 @@ def _printable(text: str) -> str:
 
 def _queues(ai: AIState) -> Fields:
     queues = list(ai.queues.queues.values())
-    threads = ai.queues.threads_per_queue
+    threads = {queue.name: ai.queues.threads_for(queue.name) for queue in queues}
     watchdog = ai.queues.watchdog
     fields: Fields = [("ai_devices", ",".join(_printable(q.name) for q in queues)),
-                      ("ai_worker_threads", threads * len(queues)),
+                      ("ai_worker_threads", sum(threads.values())),
                       ("ai_workers_abandoned", watchdog.abandoned),  # to ops that overran (dag/watchdog.py)
                       ("ai_workers_stuck", watchdog.stuck)]
     for queue in queues:
         fields.append((queue_field_name(queue.name), f"device={_printable(queue.name)},length={len(queue)},"
-                       f"threads={threads},"
+                       f"threads={threads[queue.name]},"
                        f"busy_sec={queue.busy_seconds:.6f},executed={queue.executed},"
                        f"batched_requests={queue.batched_requests}"))
     return fields

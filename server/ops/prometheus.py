@@ -151,7 +151,7 @@ class StateCollector(Collector):
                                        labels=["device"])
         for queue in list(manager.queues.values()):
             depth.add_metric([queue.name], len(queue))
-            threads.add_metric([queue.name], manager.threads_per_queue)
+            threads.add_metric([queue.name], manager.threads_for(queue.name))
             busy.add_metric([queue.name], queue.busy_seconds)
             executed.add_metric([queue.name], queue.executed)
         return depth, threads, busy, executed

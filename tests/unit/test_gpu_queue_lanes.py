@@ -183,3 +183,16 @@ def test_a_torch_model_on_two_cpu_lanes_answers_concurrent_clients_as_torch_does
             assert len(got) == len(rows)
             for row, answer in zip(rows, got, strict=True):
                 np.testing.assert_allclose(answer, net(torch.from_numpy(row)).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_the_gpu_options_reach_the_queues() -> None:
+    """``--gpu-lanes`` and ``--cuda-graphs`` as a server is built from its settings (INFO's threads= with them)."""
+    from server.ai.state import AIState
+    from server.config import Config
+
+    queues = AIState.from_config(Config(port=0, gpu_lanes=3, cuda_graphs=True, threads_per_queue=1)).queues
+    try:
+        assert queues.threads_for("GPU:0") == 3 and queues.threads_for("CPU") == 1
+        assert getattr(queues.lanes, "keywords", {}).get("cuda_graphs") is True  # the lane factory's
+    finally:
+        queues.close(timeout=5.0)
