@@ -383,6 +383,7 @@ CONFIG_SCRIPT_TIMEOUT_INVALID_MSG = "ERR SCRIPT_EXECUTION_TIMEOUT must be a non-
 
 # --- stored graphs (AI.GRAPHSTORE/GET/DEL/EXECUTE, AI._GRAPHSCAN; ours, docs/commands-graphs.md) ---------------------
 GRAPH_KEY_EMPTY_MSG = "ERR graph key is empty"
+GRAPH_CHANGED_MSG = "ERR graph key changed while the graph was being loaded, try again"  # ours, as models'
 GRAPH_OP_ERROR_FMT = "ERR graph op {op}: {detail}"
 GRAPH_INPUT_TWICE_FMT = "ERR graph input '{name}' is declared twice"
 GRAPH_DEFINED_TWICE_FMT = "'{name}' is already defined (graph names are single-assignment)"

@@ -25,6 +25,7 @@ from backends.errors import AIError
 from backends.objects import GRAPH_MARKER, MARKER_FIELD, MODEL_MARKER, SCRIPT_MARKER
 from dag.graph_plan import CONSTANT_KIND, MODEL_KIND, GraphPlan, decode_plan, encode_plan, with_keys
 from server.ai.graphs import GraphCache, StoredGraph
+from server.ai.stored import LOAD_TRIES
 from server.commands.graph_args import GraphStoreRequest, parse_graphstore
 from server.store.keyspace import Keyspace
 
@@ -111,13 +112,19 @@ async def read_head(keyspace: Keyspace, key: bytes, fresh: bool = False) -> str:
 
 
 async def load_graph(graphs: GraphCache, keyspace: Keyspace, key: bytes, fresh: bool = False) -> StoredGraph:
-    """The graph at ``key``: decoded once per digest in this process, as models are loaded once per digest."""
-    digest = await read_head(keyspace, key, fresh)
-    cached = graphs.get(digest)
-    if cached is not None:
-        return cached
-    source, compiled = await keyspace.call(b"HMGET", key, b"source", b"compiled")
-    return graphs.put(decode_graph(key, digest, source, compiled))
+    """The graph at ``key``: decoded once per digest in this process, as models are loaded once per digest. Its
+    source is read with the digest it is filed under: a graph stored again since its head was read (a cached
+    head a push has not reached yet) is read again from the store, ``LOAD_TRIES`` times in all."""
+    for _ in range(LOAD_TRIES):
+        digest = await read_head(keyspace, key, fresh)
+        cached = graphs.get(digest)
+        if cached is not None:
+            return cached
+        source, compiled, stored = await keyspace.call(b"HMGET", key, b"source", b"compiled", b"digest")
+        if stored == digest.encode():
+            return graphs.put(decode_graph(key, digest, source, compiled))
+        fresh = True
+    raise AIError(msgs.GRAPH_CHANGED_MSG)
 
 
 async def known_devices(keyspace: Keyspace, req: GraphStoreRequest) -> list[str | None]:
