@@ -113,7 +113,7 @@ class ClusterCache(TrackedCache):
             cache = self._dbs.get(numbers[i]) if numbers[i] != UNROUTED else None
             if cache is None or not cache.holds(commands[i], checked):
                 return None
-            if cache not in caches and not self._trusted_for(cache, _of_node(commands, numbers, numbers[i]), checked):
+            if cache not in caches and not self._trusted_for(cache, checked):
                 return None  # (a node's connection polled once, however many of its keys are asked)
             caches.append(cache)
         replies = [caches[i].lookup(commands[i], checked)[1] for i in range(len(commands))]
@@ -247,11 +247,6 @@ class ClusterCache(TrackedCache):
 
     def _tracking_links(self) -> Iterable[tuple[StoreAddress, Watched]]:
         return [(self._nodes[number], cache.link) for number, cache in self._dbs.items()]
-
-
-def _of_node(commands: Sequence[tuple[bytes, ...]], numbers: list[int], number: int) -> list[tuple[bytes, ...]]:
-    """The commands whose keys node ``number`` serves (``numbers``: each command's node)."""
-    return [commands[i] for i in range(len(commands)) if numbers[i] == number]
 
 
 def _moved_on(reply: Any) -> bool:
