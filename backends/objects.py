@@ -17,8 +17,11 @@ Layout (field → value, all bulk strings)::
                      something else): loaded handles are cached by it, and a run's write checks it, so a model
                      replaced by another server or client is reloaded, never served stale
     blob             the serialized model, exactly the bytes given at store time
-    run_info         a random id, written by the store script (server/store/atomic.py) into this hash and
-                     into its AI.INFO counters' hash: the counters are this object's while the two agree
+    run_info         the key the object was stored under (server/store/atomic.py): AI.INFO answers its
+                     counters only under that name (after a RENAME: "cannot find run info for key")
+    calls, duration, samples, errors
+                     its AI.INFO counters (decimal), written by each run's store script and zeroed when
+                     the object is stored again (absent until its first run)
 """
 
 from __future__ import annotations
@@ -126,7 +129,8 @@ def decode_model_meta(values: Any, exists: Any) -> ModelMeta | None:
 #     entry_points     JSON list of the ENTRY_POINTS names ([] for AI.SCRIPTSET scripts)
 #     digest           sha256 hex of the source: compiled scripts are cached by (device, digest)
 #     source           the TorchScript source, exactly the bytes given at store time
-#     run_info         as a model's: the id shared with its AI.INFO counters
+#     run_info         as a model's: the name it was stored under
+#     calls, duration, samples, errors   its AI.INFO counters, as a model's
 
 SCRIPT_META_FIELDS: Final = (MARKER_FIELD, b"device", b"tag", b"entry_points", b"digest")
 
