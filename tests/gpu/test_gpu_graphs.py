@@ -7,7 +7,6 @@ is driven in process (dag/ and backends/). Run: ``python -m pytest -m gpu tests/
 from __future__ import annotations
 
 import io
-import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -22,6 +21,7 @@ from backends.torch_backend import TorchBackend, TorchModel
 from dag.execute import ModelWork
 from dag.manager import QueueManager
 from dag.runinfo import RunInfo, Step
+from tests.dag_support import submit_and_wait
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (a GPU machine)")]
@@ -92,19 +92,6 @@ def test_a_model_that_syncs_with_the_host_runs_eagerly() -> None:
     assert (graphs.captured, graphs.failed) == (0, 1)
 
 
-def _run_concurrently(manager: QueueManager, make: list[RunInfo]) -> None:
-    left, lock, done = [len(make)], threading.Lock(), threading.Event()
-
-    def on_done(_run: RunInfo) -> None:
-        with lock:
-            left[0] -= 1
-            if left[0] == 0:
-                done.set()
-
-    for run in make:
-        run.on_done = on_done
-        manager.submit(run)
-    assert done.wait(120), "the runs never finished"
 
 
 @pytest.mark.parametrize("graphs", [False, True])
@@ -116,7 +103,7 @@ def test_two_lanes_answer_concurrent_dags_of_gpu_ops_as_the_cpu(graphs: bool) ->
     runs = [RunInfo([Step(i, "GPU:0", (i,), (i + 1,), work) for i in range(3)], [x, None, None, None])
             for x in _rows(32, seed=5)]
     try:
-        _run_concurrently(manager, runs)
+        submit_and_wait(manager, runs)
     finally:
         manager.close(10)
     for run in runs:

@@ -6,7 +6,6 @@ needs nothing but torch with CUDA. Run: ``python -m pytest -m gpu tests/gpu/test
 from __future__ import annotations
 
 import io
-import threading
 from functools import partial
 from typing import Any
 
@@ -23,6 +22,7 @@ from dag.execute import ModelWork
 from dag.lanes import gpu_lane
 from dag.manager import QueueManager
 from dag.runinfo import BatchSpec, RunInfo, Step
+from tests.dag_support import submit_and_wait
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (a GPU machine)")]
@@ -48,20 +48,6 @@ def _load(device: str) -> TorchModel:
     return TorchBackend().load_model(_blob(), parse_device(device.encode()), RuntimeOptions())
 
 
-def _submit_all(manager: QueueManager, runs: list[RunInfo]) -> None:
-    left = [len(runs)]
-    lock, done = threading.Lock(), threading.Event()
-
-    def on_done(_run: RunInfo) -> None:
-        with lock:
-            left[0] -= 1
-            if left[0] == 0:
-                done.set()
-
-    for run in runs:
-        run.on_done = on_done
-        manager.submit(run)
-    assert done.wait(60), "the runs never finished"
 
 
 def _inputs(count: int) -> list[Tensor]:
@@ -79,7 +65,7 @@ def test_batches_on_gpu0_answer_what_the_cpu_answers() -> None:
         runs = [RunInfo([Step(0, device, (0,), (1,), ModelWork(model, 1), spec)], [tensor, None])
                 for tensor in inputs]
         try:
-            _submit_all(manager, runs)
+            submit_and_wait(manager, runs)
             results[device] = [run.slots[1] for run in runs]
             assert all(run.results[0].ok for run in runs)
             assert manager.queues[device].batched_requests > 0  # they did run in batches
@@ -121,8 +107,8 @@ def test_a_dag_mixing_gpu0_and_cpu_keeps_gpu_intermediates_and_answers_as_the_cp
     mixed = RunInfo(steps(spy, spy, cpu, spy, ("GPU:0", "GPU:0", "CPU", "GPU:0")), [x, None, None, None, None])
     reference = RunInfo(steps(cpu, cpu, cpu, cpu, ("CPU",) * 4), [x, None, None, None, None])
     try:
-        _submit_all(manager, [mixed])
-        _submit_all(manager, [reference])
+        submit_and_wait(manager, [mixed])
+        submit_and_wait(manager, [reference])
     finally:
         manager.close(10)
     assert all(result.ok for result in mixed.results)

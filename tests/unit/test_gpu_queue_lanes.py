@@ -22,6 +22,7 @@ from dag.execute import ModelWork
 from dag.lanes import DEFAULT_GPU_LANES, Lane, is_gpu_queue, worker_threads
 from dag.manager import QueueManager
 from dag.runinfo import BatchSpec, RunInfo, Step
+from tests.dag_support import submit_and_wait
 
 
 class _RecordingLane:
@@ -60,19 +61,6 @@ def _stand_in(name: str) -> bool:
     return name == "CPU:1"
 
 
-def _wait_all(manager: QueueManager, runs: list[RunInfo], seconds: float = 120) -> None:
-    left, lock, done = [len(runs)], threading.Lock(), threading.Event()
-
-    def on_done(_run: RunInfo) -> None:
-        with lock:
-            left[0] -= 1
-            if left[0] == 0:
-                done.set()
-
-    for run in runs:
-        run.on_done = on_done
-        manager.submit(run)
-    assert done.wait(seconds), "the runs never finished"
 
 
 def test_gpu_queues_run_gpu_lanes_threads_and_cpu_queues_threads_per_queue() -> None:
@@ -107,7 +95,7 @@ def test_two_runs_are_in_flight_on_one_queue_each_on_its_own_lane() -> None:
     manager = QueueManager(1, lanes=lanes, laned=_stand_in)
     runs = [RunInfo([Step(0, "CPU:1", (0,), (1,), meets_the_other)], [x, None]) for x in (1, 10)]
     try:
-        _wait_all(manager, runs)
+        submit_and_wait(manager, runs)
     finally:
         manager.close(5)
     assert [run.slots[1] for run in runs] == [2, 11] and all(run.results[0].ok for run in runs)
@@ -126,7 +114,7 @@ def test_a_two_lane_queue_still_forms_batches() -> None:
     runs = [RunInfo([Step(0, "CPU:1", (0,), (1,), model_rows, spec)],
                     [Tensor.from_numpy(np.full((1, 2), i, np.float32)), None]) for i in range(4)]
     try:
-        _wait_all(manager, runs)
+        submit_and_wait(manager, runs)
         queue = manager.queues["CPU:1"]
         assert (queue.executed, queue.batched_requests) == (1, 4)
     finally:
@@ -166,7 +154,7 @@ def test_a_torch_model_on_two_cpu_lanes_answers_concurrent_clients_as_torch_does
     def client(number: int) -> None:  # one request at a time, each waited for, as a client's pipeline does
         for row in per_client[number]:
             run = RunInfo([Step(0, "CPU", (0,), (1,), ModelWork(model, 1))], [Tensor.from_numpy(row), None])
-            _wait_all(manager, [run])
+            submit_and_wait(manager, [run])
             answers[number].append(run.slots[1].to_numpy())
 
     threads = [threading.Thread(target=client, args=(n,)) for n in range(len(per_client))]
