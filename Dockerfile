@@ -30,7 +30,7 @@ COPY dag ./dag
 COPY backends ./backends
 # torch first, exactly this version, from TORCH_INDEX_URL, so the project's torch range is already met
 RUN pip install --index-url "${TORCH_INDEX_URL}" "torch==2.13.0" && pip install ".[${EXTRAS}]"
-# The per-request hot path compiled with mypyc (docs/performance.md, "The compiled hot path"): the installed
+# The per-request hot path compiled with mypyc (docs/performance.md, "Compiled hot path"): the installed
 # package is rebuilt with its .so modules, then the compiler and mypy leave the image. COMPILE=0: pure Python.
 ARG COMPILE=1
 RUN if [ "${COMPILE}" = 1 ]; then \
