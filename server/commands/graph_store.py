@@ -96,13 +96,15 @@ def check_graph_head(values: Any, exists: Any) -> str | None:
     return values[2].decode()
 
 
-async def read_head(keyspace: Keyspace, key: bytes, fresh: bool = False) -> str:
-    """The digest of the graph at ``key`` (from the coherent cache when it holds the hash's head, unless
-    ``fresh``)."""
+async def read_head(keyspace: Keyspace, key: bytes, fresh: bool = False, checked: bool = True) -> str:
+    """The digest of the graph at ``key``: from the coherent cache when it holds the hash's head, for a read
+    whose write checks the digest (``checked``: a compiled run's); from the store otherwise, and when ``fresh``
+    (which also drops the cached head)."""
     command = (b"HMGET", key, *GRAPH_HEAD_FIELDS)
     if fresh:
         keyspace.forget([key])
-    (values,) = await (keyspace.pipeline([command]) if fresh else keyspace.read_through([command]))
+    from_cache = checked and not fresh
+    (values,) = await (keyspace.read_through([command]) if from_cache else keyspace.pipeline([command]))
     missing = isinstance(values, list) and all(value is None for value in values)
     exists = await keyspace.call(b"EXISTS", key) if missing else 1
     digest = check_graph_head(values, exists)
@@ -111,12 +113,15 @@ async def read_head(keyspace: Keyspace, key: bytes, fresh: bool = False) -> str:
     return digest
 
 
-async def load_graph(graphs: GraphCache, keyspace: Keyspace, key: bytes, fresh: bool = False) -> StoredGraph:
+async def load_graph(graphs: GraphCache, keyspace: Keyspace, key: bytes, fresh: bool = False,
+                     checked: bool = True) -> StoredGraph:
     """The graph at ``key``: decoded once per digest in this process, as models are loaded once per digest. Its
     source is read with the digest it is filed under: a graph stored again since its head was read (a cached
-    head a push has not reached yet) is read again from the store, ``LOAD_TRIES`` times in all."""
+    head a push has not reached yet) is read again from the store, ``LOAD_TRIES`` times in all. ``checked``:
+    the caller's write checks the graph's digest (a compiled run), so its head may come from the cache; a
+    reply to a client (AI.GRAPHGET) or an interpreted run, which has no such check, reads it from the store."""
     for _ in range(LOAD_TRIES):
-        digest = await read_head(keyspace, key, fresh)
+        digest = await read_head(keyspace, key, fresh, checked)
         cached = graphs.get(digest)
         if cached is not None:
             return cached
