@@ -7,8 +7,9 @@ CPU time per request is the benchmarks' figure to compare, but on a shared VM si
 spread by half within a morning, and a change worth 5% cannot be told from that. The number of instructions
 the server runs for one request is the same run after run. So each command is
 sent ``requests`` times by one redis-py client to our server running under ``valgrind --tool=callgrind``
-(instrumentation switched on only around those requests, after 200 to warm up), and the table gives the
-instructions of the server process per request. ``--tree`` (repeatable) measures other checkouts of the
+(instrumentation switched on only around those requests, after 200 to warm up; every command through one
+server start per tree, each dumped on its own), and the table gives the instructions of the server process
+per request. ``--tree`` (repeatable) measures other checkouts of the
 project side by side (each must be compiled: ``make compile`` there), with this tree's virtualenv.
 
 What it does not say: how fast those instructions run (cache misses, the syscalls' cost, the store's own
@@ -53,6 +54,7 @@ from tests.support import free_port, wait_for_port
 
 START_TIMEOUT_S = 600.0  # torch and onnxruntime imported under valgrind
 Command = tuple[str | bytes, ...]
+Commands = list[Command]
 COMMANDS: tuple[tuple[str, Command], ...] = (
     ("PING", ("PING",)),
     ("SET 1 KiB", ("SET", "k", ONE_KIB)),
@@ -102,16 +104,17 @@ def prepare(conn: redis.Redis) -> None:
         conn.execute_command("AI.TENSORSET", tensor, "FLOAT", 1, 64, "BLOB", MLP_INPUT)
 
 
-def instructions(tree: Path, command: Command, requests: int, options: tuple[str, ...] = (),
-                 clients: int = 1) -> float:
-    """The server's instructions per request of ``command`` (its whole process: every thread), sent by one
-    redis-py connection or by redis-benchmark's ``clients``."""
+def instructions(tree: Path, commands: Commands, requests: int, options: tuple[str, ...] = (),
+                 clients: int = 1) -> list[float]:
+    """The server's instructions per request of each of ``commands`` (its whole process: every thread), sent
+    by one redis-py connection or by redis-benchmark's ``clients``, all through one server start (under
+    valgrind a start costs minutes)."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "callgrind.out"
         with counted_server(tree, out, options) as (port, pid):
             conn = redis.Redis(port=port, socket_timeout=300)
             prepare(conn)
-            counted = count_requests(conn, port, pid, out, command, requests, clients)
+            counted = [count_requests(conn, port, pid, out, command, requests, clients) for command in commands]
             conn.close()
         return counted
 
@@ -119,13 +122,16 @@ def instructions(tree: Path, command: Command, requests: int, options: tuple[str
 def count_requests(conn: redis.Redis, port: int, pid: int, out: Path, command: Command, requests: int,
                    clients: int) -> float:
     """Instructions per request of the process ``pid`` runs under callgrind (dumping to ``out``): 200 requests
-    to warm up, then ``requests`` with its instrumentation on."""
+    to warm up, then ``requests`` with its instrumentation on, dumped on their own (a dump zeroes the counts;
+    the dumps of earlier commands are left out)."""
+    earlier = set(glob.glob(f"{out}*"))
     send_requests(conn, port, command, 200, clients)
     callgrind_control(pid, "-i", "on")
     send_requests(conn, port, command, requests, clients)
     callgrind_control(pid, "-i", "off")
     callgrind_control(pid, "-d")
-    return sum(dump_total(Path(name)) for name in glob.glob(f"{out}*")) / requests
+    dumps = set(glob.glob(f"{out}*")) - earlier
+    return sum(dump_total(Path(name)) for name in dumps) / requests
 
 
 def send_requests(conn: redis.Redis, port: int, command: Command, requests: int, clients: int) -> None:
@@ -157,20 +163,21 @@ def dump_total(dump: Path) -> int:
 
 
 class Counter(Protocol):
-    def __call__(self, tree: Path, command: Command, requests: int, clients: int) -> float: ...
+    def __call__(self, tree: Path, commands: Commands, requests: int, clients: int) -> list[float]: ...
 
 
-def our_instructions(tree: Path, command: Command, requests: int, clients: int) -> float:
+def our_instructions(tree: Path, commands: Commands, requests: int, clients: int) -> list[float]:
     """``instructions`` with no server options: a ``Counter``."""
-    return instructions(tree, command, requests, clients=clients)
+    return instructions(tree, commands, requests, clients=clients)
 
 
 def trees_side_by_side(trees: list[Path], commands: tuple[tuple[str, Command], ...], requests: int,
                        clients: int, count: Counter = our_instructions, whose: str = "our server") -> None:
     """``count`` of each command in each tree, and each other tree's ratio to the first."""
+    per_tree = [count(tree, [command for _name, command in commands], requests, clients) for tree in trees]
     rows = []
-    for name, command in commands:
-        counts = [count(tree, command, requests, clients) for tree in trees]
+    for row, (name, _command) in enumerate(commands):
+        counts = [tree_counts[row] for tree_counts in per_tree]
         rows.append([name, *(f"{n:,.0f}" for n in counts), *(f"{n / counts[0]:.2f}" for n in counts[1:])])
     who = "one client" if clients == 1 else f"{clients} redis-benchmark clients"
     print_table(f"Instructions per request, {who}, {whose} under callgrind ({requests} requests)",
@@ -203,10 +210,10 @@ def node_and_cluster(tree: Path, commands: tuple[tuple[str, Command], ...], requ
     assert len({key_slot(key) for key in (b"model3", b"in0", b"out2")}) == 3
     slow = ("--cluster-node-timeout-ms", "600000")  # a node is not hung because valgrind makes us slow
     with one_node() as (url, _pids):
-        single = [instructions(tree, command, requests, ("--redis-url", url), clients) for _name, command in commands]
+        single = instructions(tree, [command for _name, command in commands], requests, ("--redis-url", url), clients)
     with local_cluster(primaries=3, replicas=0) as cluster:
-        spread = [instructions(tree, command, requests, ("--redis-url", cluster.seed_url, *slow), clients)
-                  for _name, command in commands]
+        spread = instructions(tree, [command for _name, command in commands], requests,
+                              ("--redis-url", cluster.seed_url, *slow), clients)
     rows = [[name, f"{one:,.0f}", f"{many:,.0f}", f"{many / one:.2f}"]
             for (name, _command), one, many in zip(commands, single, spread, strict=True)]
     who = "one client" if clients == 1 else f"{clients} redis-benchmark clients"

@@ -26,7 +26,7 @@ from bench.common import our_server
 from bench.instructions import (
     COMMANDS,
     START_TIMEOUT_S,
-    Command,
+    Commands,
     arguments,
     count_requests,
     prepare,
@@ -53,15 +53,16 @@ def counted_store(workdir: Path, out: Path) -> Iterator[tuple[str, int]]:
         proc.wait(120)
 
 
-def store_instructions(tree: Path, command: Command, requests: int, clients: int = 1) -> float:
-    """The store's instructions per request of ``command`` sent through ``tree``'s server."""
+def store_instructions(tree: Path, commands: Commands, requests: int, clients: int = 1) -> list[float]:
+    """The store's instructions per request of each of ``commands`` sent through ``tree``'s server (one start
+    of each)."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "callgrind.out"
         with counted_store(Path(scratch), out) as (url, pid), \
                 our_server("--redis-url", url, tree=str(tree)) as port:
             conn = redis.Redis(port=port, socket_timeout=300)
             prepare(conn)
-            counted = count_requests(conn, port, pid, out, command, requests, clients)
+            counted = [count_requests(conn, port, pid, out, command, requests, clients) for command in commands]
             conn.close()
         return counted
 
