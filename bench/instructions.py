@@ -47,12 +47,15 @@ import redis
 from bench.cluster_bench import one_node
 from bench.common import print_table
 from bench.compiled_bench import MLP_INPUT, ONE_KIB
+from bench.datapath_bench import SHAPE, image, pool_linear_blob
 from server.store.cluster_keys import key_slot
 from tests import models
 from tests.cluster_support import local_cluster
 from tests.support import free_port, wait_for_port
 
 START_TIMEOUT_S = 600.0  # torch and onnxruntime imported under valgrind
+IMAGE = image()
+IMAGE_DIMS = tuple(str(dim) for dim in SHAPE)
 Command = tuple[str | bytes, ...]
 Commands = list[Command]
 COMMANDS: tuple[tuple[str, Command], ...] = (
@@ -65,6 +68,10 @@ COMMANDS: tuple[tuple[str, Command], ...] = (
     ("TORCH BATCHSIZE 32", ("AI.MODELEXECUTE", "mb", "INPUTS", "1", "x", "OUTPUTS", "1", "yb")),
     ("3-op DAG", ("AI.DAGEXECUTE", "LOAD", "1", "x", "|>", "AI.MODELEXECUTE", "mt", "INPUTS", "1", "x",
                   "OUTPUTS", "1", "y", "|>", "AI.TENSORGET", "y", "META", "BLOB")),
+    ("SET 602 KB", ("SET", "k602", IMAGE)),  # bench.datapath_bench's rows, at one client
+    ("AI.TENSORSET 602 KB", ("AI.TENSORSET", "t602", "FLOAT", *IMAGE_DIMS, "BLOB", IMAGE)),
+    ("AI.TENSORGET 602 KB BLOB", ("AI.TENSORGET", "img", "BLOB")),
+    ("AI.MODELEXECUTE stored 602 KB", ("AI.MODELEXECUTE", "pool", "INPUTS", "1", "img", "OUTPUTS", "1", "pout")),
 )
 CLUSTER_COMMANDS: tuple[tuple[str, Command], ...] = (  # bench.cluster_bench's
     ("AI.TENSORSET 1 KiB", ("AI.TENSORSET", "tensor0", "FLOAT", "256", "BLOB", ONE_KIB)),
@@ -100,6 +107,8 @@ def prepare(conn: redis.Redis) -> None:
                                  ("model3", "TORCH", models.torch_mlp()), ("{u}m", "TORCH", models.torch_mlp())):
         conn.execute_command("AI.MODELSTORE", model, backend, "CPU", "BLOB", blob)
     conn.execute_command("AI.MODELSTORE", "mb", "TORCH", "CPU", "BATCHSIZE", 32, "BLOB", models.torch_mlp())
+    conn.execute_command("AI.MODELSTORE", "pool", "TORCH", "CPU", "BLOB", pool_linear_blob())
+    conn.execute_command("AI.TENSORSET", "img", "FLOAT", *IMAGE_DIMS, "BLOB", IMAGE)
     for tensor in ("x", "in0", "{u}x"):
         conn.execute_command("AI.TENSORSET", tensor, "FLOAT", 1, 64, "BLOB", MLP_INPUT)
 

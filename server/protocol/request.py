@@ -220,8 +220,9 @@ class RequestParser:
         return True
 
     def _start_big(self, start: int, size: int) -> None:
-        """Collect this bulk's bytes apart from the buffer (``_take_big``), which then starts empty."""
-        self._big = [bytes(memoryview(self._buf)[start:])]
+        """Collect this bulk's bytes apart from the buffer (``_take_big``), which then starts empty: its first part
+        stays where it was read, a view of the old buffer (no copy; the join copies it once, at the end)."""
+        self._big = [memoryview(self._buf)[start:]]
         self._big_size = size
         self._big_need = size - len(self._big[0])
         self._buf = bytearray()

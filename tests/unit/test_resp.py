@@ -119,6 +119,21 @@ def test_large_bulk_arrives_in_pieces() -> None:
     assert parser.next_command() == [b"SET", payload]
 
 
+@pytest.mark.parametrize("piece", [1_000, 65_536, 100_003, 300_000])
+def test_a_big_bulk_between_commands_keeps_its_first_part_while_the_buffer_takes_more(piece: int) -> None:
+    """The first part of a big bulk stays in the buffer it was read into, as a view, while the parser reads on
+    into a new buffer: neither the commands around it nor the bytes after it change the value."""
+    payload = random.Random(piece).randbytes(200_000)
+    data = (b"*1\r\n$4\r\nPING\r\n" + pack_command([b"SET", b"k", payload])
+            + b"*2\r\n$4\r\nECHO\r\n$3\r\nend\r\n" + pack_command([b"SET", b"k2", payload[::-1]]))
+    parser = RequestParser()
+    got = []
+    for start in range(0, len(data), piece):
+        parser.feed(data[start : start + piece])
+        got += _parse_all(parser)
+    assert got == [[b"PING"], [b"SET", b"k", payload], [b"ECHO", b"end"], [b"SET", b"k2", payload[::-1]]]
+
+
 def test_inline_args_like_redis() -> None:
     assert split_inline_args(b'  set  "a\\x41\\tb"   \'c d\' ') == [b"set", b"aA\tb", b"c d"]
     assert split_inline_args(b"") == []
