@@ -1,9 +1,10 @@
 """Running a stored graph: COMPILED (the default) or INTERPRETED (today's DAG engine, the fallback and reference).
 
-COMPILED: one read of the inputs with the metadata of the graph's models and scripts (from the coherent
-cache when it holds them); the graph bound to those versions is taken from the process's cache (built
-once: ops parsed, steps, counters — server/ai/graphs.py); only the roots are queued, and each other step is
-pushed by the worker that ends its last producer (dag/compiled.py). A graph of small model ops on idle
+COMPILED: one read of the inputs with the metadata of the graph's models and scripts (both from the coherent
+cache when it holds them; the write checks what came from it: STALEMODEL / STALEINPUT); the graph bound to
+those versions is taken from the process's cache (built once: ops parsed, steps, counters —
+server/ai/graphs.py); only the roots are queued, and each other step is pushed by the worker that ends its
+last producer (dag/compiled.py). A graph of small model ops on idle
 CPU queues runs whole on the event-loop thread instead, producers first (dag/inline.py). Then one write of
 the outputs with the AI.INFO counters, and OK.
 
@@ -36,17 +37,20 @@ from server.ai.attempts import FIRST_TRY, Attempt, again_or_raise, attempted
 from server.ai.execution import execute_counted
 from server.ai.graphs import BoundGraph, StoredGraph
 from server.ai.steps import deadline_after, step_samples
-from server.ai.tensor_io import decode_input
+from server.ai.tensor_io import decode_input, decode_inputs
 from server.commands.dag import build_steps, execute_parsed, op_works, parse_with_store
 from server.commands.dag_ops import ObjectLookup, parse_ops
 from server.commands.graph_args import INTERPRETED, GraphExecuteRequest
 from server.commands.graph_store import load_graph
 from server.protocol.reply import OK, Status
-from server.store.atomic import STALE_MODEL, ScriptCall, record_run_call
+from server.store.atomic import STALE_INPUT, STALE_MODEL, ScriptCall, record_run_call
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
     from server.commands.context import ServerContext
+
+
+CachedInputs = tuple[tuple[bytes, bytes], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +61,7 @@ class GraphOutcome:
     outputs: list[bytes]
     counters: list[ScriptCall]
     guards: list[tuple[bytes, str]]  # (key, digest) of the graph and its objects, when read from the cache
+    cached_inputs: CachedInputs = ()  # (key, value) of the inputs taken from the cache, checked by the write
 
 
 async def execute_graph(ctx: ServerContext, keyspace: Keyspace, graph: StoredGraph, req: GraphExecuteRequest) -> Any:
@@ -90,7 +95,7 @@ async def _graph_try(ctx: ServerContext, keyspace: Keyspace, first: StoredGraph,
         return await _answer(ctx, keyspace, req, outcome, int((time.perf_counter() - started) * 1_000_000),
                              counted=not tried.again)
     except AIError as exc:
-        again_or_raise(exc, tried.after_stale() if exc.message.startswith(STALE_MODEL) else None)
+        again_or_raise(exc, tried.after_stale() if exc.message.startswith((STALE_MODEL, STALE_INPUT)) else None)
 
 
 async def _answer(ctx: ServerContext, keyspace: Keyspace, req: GraphExecuteRequest, outcome: GraphOutcome,
@@ -109,7 +114,8 @@ async def _answer(ctx: ServerContext, keyspace: Keyspace, req: GraphExecuteReque
             return Status(msgs.TIMEDOUT_STATUS)
         assert error is not None
         raise error
-    await keyspace.set_tensors(req.outputs, outcome.outputs, also=counters, guards=outcome.guards)
+    await keyspace.set_tensors(req.outputs, outcome.outputs, also=counters, guards=outcome.guards,
+                               inputs=outcome.cached_inputs)
     return OK
 
 
@@ -133,7 +139,7 @@ async def _compiled(ctx: ServerContext, keyspace: Keyspace, graph: StoredGraph, 
                     fresh: bool) -> GraphOutcome:
     """Read, bind (or reuse the binding for these object versions), run, and collect what the write needs.
     ``fresh``: read the graph's objects from the store, not the coherent cache."""
-    inputs, models, scripts = await _read(keyspace, graph, req, fresh)
+    inputs, models, scripts, taken = await _read(ctx, keyspace, graph, req, fresh)
     signature: Hashable = (tuple(_frozen(v) for v in models.values()), tuple(_frozen(v) for v in scripts.values()))
     bound = graph.bindings.get(signature) or graph.bindings.put(signature,
                                                                 await _bind(ctx, keyspace, graph, models, scripts))
@@ -149,7 +155,7 @@ async def _compiled(ctx: ServerContext, keyspace: Keyspace, graph: StoredGraph, 
     outputs = [encode_tensor(slots[slot]) for slot in graph.plan.output_slots] if ok else []
     cached = keyspace.caching and not fresh
     guards = [(req.key, graph.digest), *_digests(models), *_digests(scripts)] if cached else []
-    return GraphOutcome(run, outputs, _counters(ctx, keyspace, bound, run), guards)
+    return GraphOutcome(run, outputs, _counters(ctx, keyspace, bound, run), guards, taken)
 
 
 def _counters(ctx: ServerContext, keyspace: Keyspace, bound: BoundGraph, run: RunInfo) -> list[ScriptCall]:
@@ -183,27 +189,39 @@ def _frozen(value: tuple[Any, Any]) -> Hashable:
     return (tuple(values) if isinstance(values, list) else repr(values)), exists
 
 
-async def _read(keyspace: Keyspace, graph: StoredGraph, req: GraphExecuteRequest,
-                fresh: bool) -> tuple[list[Tensor], dict[bytes, Any], dict[bytes, Any]]:
-    """The input tensors and the graph's objects' metadata: one round trip without the coherent cache (or
-    ``fresh``); with it, the metadata from the cache and the inputs in one round trip."""
+async def _read(ctx: ServerContext, keyspace: Keyspace, graph: StoredGraph, req: GraphExecuteRequest,
+                fresh: bool) -> tuple[list[Tensor], dict[bytes, Any], dict[bytes, Any], CachedInputs]:
+    """The input tensors, the graph's objects' metadata, and (key, value) of the inputs taken from the coherent
+    cache, which the output write checks (STALEINPUT), as a model run's does. Without the cache (or ``fresh``):
+    everything in one round trip from the store. With it: the metadata and the inputs from the cache when it
+    holds them (``Keyspace.inputs_from_cache`` says whether the inputs may come from it), else the inputs in one
+    round trip."""
     metas: list[tuple[bytes, ...]] = [(b"HMGET", key, *MODEL_META_FIELDS) for key in graph.models]
     metas += [(b"HMGET", key, *SCRIPT_META_FIELDS) for key in graph.scripts]
     gets = [(b"GET", key) for key in req.inputs]
     if fresh:
-        keyspace.forget([*graph.models, *graph.scripts])
-    if keyspace.caching and not fresh:
-        found = await keyspace.read_through(metas)
-        values = await keyspace.pipeline(gets)
+        keyspace.forget([*graph.models, *graph.scripts, *req.inputs])
+    from_cache = [False] * len(gets)
+    if keyspace.caching and not fresh and keyspace.inputs_from_cache(req.inputs, req.outputs):
+        hits: list[bool] = []
+        replies = await keyspace.read_through([*metas, *gets], hits)
+        from_cache = hits[len(metas) :]
+    elif keyspace.caching and not fresh:
+        replies = [*await keyspace.read_through(metas), *await keyspace.pipeline(gets)]
     else:
         replies = await keyspace.pipeline([*metas, *gets])
-        found, values = replies[: len(metas)], replies[len(metas) :]
-    inputs = [decode_input(value) for value in values]  # the DAG engine reports a missing input first too
+    found, values = replies[: len(metas)], replies[len(metas) :]
+    inputs = decode_inputs(values, from_cache, ctx.ai.decoded)
+    if inputs is None:  # a cached value that does not decode: the store's value, and its error, are the true ones
+        values, from_cache = await keyspace.pipeline(gets), [False] * len(gets)
+        inputs = [decode_input(value) for value in values]  # the DAG engine reports a missing input first too
     exists = await _exists(keyspace, [*graph.models, *graph.scripts], found)
     entries = list(zip(found, exists, strict=True))
     n_models = len(graph.models)
+    taken = tuple((key, value) for key, value, hit in zip(req.inputs, values, from_cache, strict=True)
+                  if hit and isinstance(value, bytes))
     return (inputs, dict(zip(graph.models, entries[:n_models], strict=True)),
-            dict(zip(graph.scripts, entries[n_models:], strict=True)))
+            dict(zip(graph.scripts, entries[n_models:], strict=True)), taken)
 
 
 async def _exists(keyspace: Keyspace, keys: list[bytes], found: list[Any]) -> list[Any]:
