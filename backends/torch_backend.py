@@ -88,6 +88,11 @@ class TorchModel(NamedModel):
         if not self._copies_inputs:
             allow_read_only_inputs()
 
+    def fusion_part(self) -> tuple[torch.jit.ScriptModule, int] | None:
+        """The module and its intra-op thread count, when a stored graph may call it inside one traced function
+        (backends/torch_fusion.py): on the CPU, and never writing into its inputs (which are then not copied)."""
+        return (self._module, self._intra_op_threads) if self._on_cpu and not self._copies_inputs else None
+
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """This module is interpreted (``NamedModel``'s subclasses are: docs/performance.md), so a run of a small
         model keeps its own Python calls few: helpers inlined as plain loops, a single tensor taken directly."""

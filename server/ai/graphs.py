@@ -22,6 +22,7 @@ from dag.graph_plan import GraphOpSpec, GraphPlan
 from dag.inline import GraphCosts
 from dag.queues import DeviceQueue
 from dag.runinfo import Step
+from server.ai.graph_fusion import GraphFusion
 
 GRAPHS_CAPACITY = 256  # decoded graphs kept per process
 BINDINGS_CAPACITY = 8  # bindings kept per graph (one per set of model and script versions seen)
@@ -63,6 +64,7 @@ class BoundGraph:
     slots: tuple[Any, ...]  # the slot template: constants in, everything else None
     by_object: tuple[tuple[bytes, bool, tuple[int, ...]], ...]  # (key, is a model, its steps): AI.INFO counters
     costs: GraphCosts = field(default_factory=GraphCosts)
+    fusion: GraphFusion = field(default_factory=GraphFusion)  # its ops as one call, when they allow it
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -176,7 +176,9 @@ async def _run_steps(ctx: ServerContext, bound: BoundGraph, run: RunInfo, size: 
     ai = ctx.ai
     if ai.inline.graph_eligible(bound.steps, bound.costs.estimate(size)):
         contended = any(queue.busy() for queue in bound.queues)
-        cpu_seconds = ai.inline.run_graph_here(run, range(len(bound.steps)), bound.queues)
+        cpu_seconds = bound.fusion.run(bound.steps, bound.queues, run, ai.inline)
+        if cpu_seconds is None:  # not fusable, or the fused call failed (nothing recorded): op by op
+            cpu_seconds = ai.inline.run_graph_here(run, range(len(bound.steps)), bound.queues)
         bound.costs.estimate_for(size).ran_inline(cpu_seconds * 1_000_000, ai.inline.graph_budget_us, contended)
         return
     await execute_counted(ai.queues, run, bound.consumers, bound.deps, bound.roots)
