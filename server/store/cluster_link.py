@@ -158,13 +158,14 @@ class Router:
         """Close every link."""
         raise NotImplementedError
 
-    def tag_for(self, key: bytes) -> bytes:
-        """The hash tag that puts a key derived from ``key`` (a staged write's) in ``key``'s slot, to go before
-        the rest of its name: none on a single store, whose keys all share its one slot."""
-        return b""
+    def derived_key(self, prefix: bytes, key: bytes, name: bytes) -> bytes:
+        """A key named ``prefix`` + ``name`` that is derived from ``key`` (a staged write's), in ``key``'s slot:
+        on a single store, whose keys all share its one slot, no hash tag between them."""
+        return prefix + name
 
     def untagged(self, name: bytes) -> bytes:
-        """``name`` without the hash tag a cluster put before it (``tag_for``'s); as it is on a single store."""
+        """``name`` without the hash tag a cluster put before it (``derived_key``'s); as it is on a single
+        store."""
         return name
 
     def in_slot_of(self, keys: Sequence[bytes], key: bytes) -> bool:

@@ -298,14 +298,14 @@ class ClusterState(Router):
         for relay in self._relays.values():
             relay.close()
 
-    def tag_for(self, key: bytes) -> bytes:
-        """``{tag}`` of ``key``'s slot (``SlotTags``): a key derived from ``key`` with it before the rest of its
-        name lands in ``key``'s slot, whatever ``key`` looks like."""
+    def derived_key(self, prefix: bytes, key: bytes, name: bytes) -> bytes:
+        """``prefix``, the ``{tag}`` of ``key``'s slot (``SlotTags``), then ``name``: a key in ``key``'s slot,
+        whatever ``key`` looks like."""
         tags = self.tags
-        return b"{" + tags.of(tags.slot(key)) + b"}"
+        return prefix + b"{" + tags.of(tags.slot(key)) + b"}" + name
 
     def untagged(self, name: bytes) -> bytes:
-        """``name`` without a leading ``{tag}`` (``tag_for``'s)."""
+        """``name`` without a leading ``{tag}`` (``derived_key``'s, after its prefix)."""
         if name.startswith(b"{") and b"}" in name:
             return name[name.index(b"}") + 1 :]
         return name

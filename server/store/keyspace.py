@@ -302,8 +302,8 @@ class Keyspace:
         return STORE_BULK_DEFAULT
 
     def _stage_key(self, key: bytes) -> bytes:
-        """A fresh key for a staged write of ``key``, in its slot (``Router.tag_for``)."""
-        return STAGE_PREFIX + self._router.tag_for(key) + os.urandom(8).hex().encode()
+        """A fresh key for a staged write of ``key``, in its slot (``Router.derived_key``)."""
+        return self._router.derived_key(STAGE_PREFIX, key, os.urandom(8).hex().encode())
 
     def stamped_copy(self, key: bytes) -> bytes | None:
         """The stamped tensor this server last wrote or read at ``key``, if it still holds a copy; whether the

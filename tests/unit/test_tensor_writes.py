@@ -161,10 +161,11 @@ def test_a_derived_key_is_tagged_into_its_objects_slot_only_on_a_cluster() -> No
     """A staged write's key, or an older release's counters key, shares its object's slot on a cluster by a hash
     tag before its name; a single store's keys all share one slot, so there is no tag to put or take away."""
     one, cluster = _one_node(), ClusterState(StoreAddress())
-    assert one.tag_for(MODEL) == b"" and one.untagged(b"{t}m") == b"{t}m"
-    tag = cluster.tag_for(MODEL)
-    assert tag.startswith(b"{") and key_slot(tag + b"anything") == key_slot(MODEL)
-    assert cluster.untagged(tag + MODEL) == MODEL and cluster.untagged(MODEL) == MODEL
+    assert one.derived_key(b"p:", MODEL, b"n") == b"p:n" and one.untagged(b"{t}m") == b"{t}m"
+    derived = cluster.derived_key(b"p:", MODEL, b"n")
+    assert derived.startswith(b"p:{") and derived.endswith(b"}n") and key_slot(derived) == key_slot(MODEL)
+    tagged = derived[len(b"p:") : -len(b"n")] + MODEL  # an older release's counters key, less its prefix
+    assert cluster.untagged(tagged) == MODEL and cluster.untagged(MODEL) == MODEL
 
 
 def test_a_cluster_under_load_reads_inputs_outside_the_outputs_slot() -> None:
