@@ -88,7 +88,7 @@ class ServerContext:
 
     def keyspace(self, db: int) -> Keyspace:
         if db not in self._keyspaces:
-            self._keyspaces[db] = Keyspace(self.store.link(db), db, self.store.cache, self.store.slot_tags)
+            self._keyspaces[db] = Keyspace(self.store.link(db), db, self.store.cache)
         return self._keyspaces[db]
 
 

@@ -21,7 +21,6 @@ from backends import errors as msgs
 from backends.errors import AIError
 from server.store.cache import TrackedCache
 from server.store.cluster_cache import ClusterCache
-from server.store.cluster_keys import SlotTags
 from server.store.cluster_link import ClusterLink
 from server.store.cluster_relay import ClusterSession, ClusterSharedRelay
 from server.store.cluster_state import ClusterState
@@ -43,10 +42,6 @@ class ClusterStore:
         self._link = ClusterLink(self.cluster)
         self.cache: TrackedCache = ClusterCache(self.cluster, self._link, cache_bytes)
         self._relay = ClusterSharedRelay(self.cluster)
-
-    @property
-    def slot_tags(self) -> SlotTags:
-        return self.cluster.tags
 
     async def start(self) -> None:
         if self.address.db:

@@ -17,8 +17,9 @@ from typing import Any, Final
 
 from backends import errors as msgs
 from backends.errors import AIError
+from server.store.atomic import ScriptCall
 from server.store.cluster_keys import CrossSlot, common_slot
-from server.store.keyspace import StoreLink
+from server.store.slot_writes import WritePlan, one_write
 from server.store.upstream import (
     FrameReader,
     PendingReplies,
@@ -101,12 +102,6 @@ class RedisLink(UpstreamConnection):
     def oldest_pending(self) -> object | None:
         return self._pending.oldest()  # (the AI commands' calls never block)
 
-    def shards(self) -> list[RedisLink]:
-        return [self]  # (a node is a shard of its own)
-
-    def node_of(self, key: bytes) -> object:
-        return self
-
     def _fail_all(self, detail: str) -> None:
         self._outbox = []
         self._vectored = False
@@ -120,7 +115,8 @@ async def _no_replies() -> list[Any]:
 class Router:
     """Where the commands of a key go: the shards of the store and the node of each. A cluster's slot map
     (``ClusterState``), or a single store's one node (``OneNode``: ``only`` is its link, and every command goes
-    there). The defaults are a single node's: no slots, no redirects, nothing to refresh."""
+    there). The defaults are a single node's: no slots, no redirects, nothing to refresh; a derived key needs no
+    hash tag, and a write is one script call (the keyspace asks these, never which kind of store it is on)."""
 
     def __init__(self, only: RedisLink | None = None) -> None:
         self.only = only
@@ -161,6 +157,27 @@ class Router:
     def close(self) -> None:
         """Close every link."""
         raise NotImplementedError
+
+    def derived_key(self, prefix: bytes, key: bytes, name: bytes) -> bytes:
+        """A key named ``prefix`` + ``name`` that is derived from ``key`` (a staged write's), in ``key``'s slot:
+        on a single store, whose keys all share its one slot, no hash tag between them."""
+        return prefix + name
+
+    def untagged(self, name: bytes) -> bytes:
+        """``name`` without the hash tag a cluster put before it (``derived_key``'s); as it is on a single
+        store."""
+        return name
+
+    def in_slot_of(self, keys: Sequence[bytes], key: bytes) -> bool:
+        """Whether every one of ``keys`` is in ``key``'s slot (always, on a single store)."""
+        return True
+
+    def write_plan(self, keys: Sequence[bytes], values: list[bytes], empty_is_free: bool,
+                   model: tuple[bytes, str] | None, guards: Sequence[tuple[bytes, str]],
+                   inputs: Sequence[tuple[bytes, bytes]], counters: Sequence[ScriptCall]) -> WritePlan:
+        """How a write of tensors is made (server/store/slot_writes.py): on a single store one SET_TENSORS call
+        holding every check, cached input and AI.INFO counter, nothing apart."""
+        return one_write(keys, values, empty_is_free, model, guards, inputs, counters)
 
 
 class OneNode(Router):
@@ -214,13 +231,9 @@ class ClusterLink:
         self.router = router
         self._only = router.only
 
-    def shards(self) -> Sequence[StoreLink]:
+    def shards(self) -> list[RedisLink]:
         """One link per primary, for what must visit every shard (SCAN)."""
         return self.router.shards()
-
-    def node_of(self, key: bytes) -> object:
-        """The node serving ``key``'s slot (the same object for every key it serves), or None when none does."""
-        return self.router.node_for(key)
 
     def close(self) -> None:
         self.router.close()

@@ -19,6 +19,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 from backends import errors as msgs
 from backends.errors import AIError
+from server.store.atomic import ScriptCall
 from server.store.cluster_keys import CrossSlot, KeyFinder, SlotTags
 from server.store.cluster_link import RedisLink, Router
 from server.store.cluster_link import is_redirect as is_redirect  # (server/store/cluster_cache.py imports it here)
@@ -26,6 +27,7 @@ from server.store.cluster_topology import Topology, node_address, parse_shards, 
 from server.store.cluster_watch import HungNodeWatch
 from server.store.deadline import within
 from server.store.redis import SharedRelay
+from server.store.slot_writes import WritePlan, slot_write_plan
 from server.store.upstream import StoreAddress, Watched
 
 REFRESH_GAP_S: Final = 0.05  # at most one topology read per 50 ms: a failover's burst of errors costs a few
@@ -295,6 +297,33 @@ class ClusterState(Router):
             link.close()
         for relay in self._relays.values():
             relay.close()
+
+    def derived_key(self, prefix: bytes, key: bytes, name: bytes) -> bytes:
+        """``prefix``, the ``{tag}`` of ``key``'s slot (``SlotTags``), then ``name``: a key in ``key``'s slot,
+        whatever ``key`` looks like."""
+        tags = self.tags
+        return prefix + b"{" + tags.of(tags.slot(key)) + b"}" + name
+
+    def untagged(self, name: bytes) -> bytes:
+        """``name`` without a leading ``{tag}`` (``derived_key``'s, after its prefix)."""
+        if name.startswith(b"{") and b"}" in name:
+            return name[name.index(b"}") + 1 :]
+        return name
+
+    def in_slot_of(self, keys: Sequence[bytes], key: bytes) -> bool:
+        """Whether every one of ``keys`` is in ``key``'s slot (an index loop: each run under load asks)."""
+        tags = self.tags
+        slot = tags.slot(key)
+        for i in range(len(keys)):
+            if tags.slot(keys[i]) != slot:
+                return False
+        return True
+
+    def write_plan(self, keys: Sequence[bytes], values: list[bytes], empty_is_free: bool,
+                   model: tuple[bytes, str] | None, guards: Sequence[tuple[bytes, str]],
+                   inputs: Sequence[tuple[bytes, bytes]], counters: Sequence[ScriptCall]) -> WritePlan:
+        """A write by slot, a run's checks on other shards set apart (server/store/slot_writes.py)."""
+        return slot_write_plan(self.tags, keys, values, empty_is_free, model, guards, inputs, counters)
 
 
 class _Channel(Watched, Protocol):

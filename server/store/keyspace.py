@@ -6,6 +6,10 @@ cache, ``read_through``). Writes that check a key's type are store-side scripts 
 ``write_atomic`` (MULTI … EXEC) remains for plain multi-key writes. Replies are Python values; an error reply
 is an ``AIError`` value in ``pipeline`` results and is raised by ``call``. Runs on the event-loop thread only:
 worker threads hand their store requests to the loop.
+
+A single store is a cluster of one shard: what differs is asked of the link's router (server/store/cluster_link.py
+``Router``), never branched on here — the hash tag of a derived key, a write's script calls by slot, and a run's
+checks that lie on other shards than its outputs (server/store/slot_writes.py, server/store/shared_checks.py).
 """
 
 from __future__ import annotations
@@ -28,32 +32,34 @@ from server.store.atomic import (
     stats_key,
 )
 from server.store.cache import TrackedCache, TrackingRefused
-from server.store.cluster_keys import SlotTags
+from server.store.cluster_link import Router
 from server.store.shared_checks import SharedChecks, alone
-from server.store.slot_writes import Apart, checks_apart, tensor_writes
+from server.store.slot_writes import Apart
 
 Arg = bytes | str | int | float | memoryview
 
 JOIN_WHEN_WAITING: Final = 2
 """A run's write with checks apart joins others' only while this many such writes wait: with one waiting (two
 clients) the round usually holds one run, and a send shared by one costs a Task more than its own
-(bench.instructions, 2 clients: 296.8k instructions a run before sharing, 324.7k when it joined at one)."""
+(docs/bench-log.md)."""
 
 
-class StoreLink(Protocol):
-    """One pipelined channel to one database of the backing store."""
+class Pipelined(Protocol):
+    """A pipelined channel to the store: one node's link, or a link over every shard."""
 
     def pipeline(self, commands: list[list[bytes]]) -> Awaitable[list[Any]]:
         """The replies of ``commands``, in one round trip (a coroutine, or the reply future itself)."""
         ...
 
-    def shards(self) -> Sequence[StoreLink]:
-        """A link per shard, for what must visit all of them (one on a single store; each primary of a cluster)."""
-        ...
 
-    def node_of(self, key: bytes) -> object:
-        """The node a command on ``key`` goes to now: the same object for every key that node serves (None on a
-        single store), so that calls can be sent apart by node (server/store/shared_checks.py)."""
+class StoreLink(Pipelined, Protocol):
+    """One pipelined channel to one database of the backing store, over its shards (a single store is a cluster
+    of one shard)."""
+
+    @property
+    def router(self) -> Router:
+        """Where keys live: the shards, the node of a key, and how a key or a write is placed by slot — all a
+        single store's answers on one node (server/store/cluster_link.py ``Router``)."""
         ...
 
 
@@ -76,15 +82,14 @@ def to_argv(args: Sequence[Arg]) -> list[bytes]:
 class Keyspace:
     """Keys of one database of the backing store, as the AI commands see them."""
 
-    def __init__(self, link: StoreLink, db: int, cache: TrackedCache | None = None,
-                 slot_tags: SlotTags | None = None) -> None:
+    def __init__(self, link: StoreLink, db: int, cache: TrackedCache | None = None) -> None:
         self._link = link
+        self._router = link.router  # asked where a derived key or a write's parts go (nothing asked of a kind)
         self.db = db
         self._cache = cache if cache is not None and cache.enabled else None
-        self._tags = slot_tags  # a cluster's: derived keys are put in their object's slot
         self._max_bulk = 0  # the store's proto-max-bulk-len, read before the first big write (0: not yet)
-        # a cluster's runs whose model or inputs are apart from their outputs join (server/store/shared_checks.py)
-        self._shared = SharedChecks(self.script_replies, link.node_of) if slot_tags is not None else None
+        # runs whose model or inputs are on other shards than their outputs join (server/store/shared_checks.py)
+        self._shared = SharedChecks(self.script_replies, self._router.node_for)
 
     def stats_key(self, key: bytes) -> bytes:
         """Where the AI.INFO counters of ``key`` live: in the object's own hash (server/store/atomic.py,
@@ -94,17 +99,14 @@ class Keyspace:
     def object_of_legacy_stats(self, name: bytes) -> bytes:
         """The object key whose counters an older release kept at ``name`` (``LEGACY_STATS_PREFIX`` + key; on a
         cluster with a ``{tag}`` in the object's slot before the key): server/store/stored_objects.py."""
-        rest = name[len(LEGACY_STATS_PREFIX) :]
-        if self._tags is not None and rest.startswith(b"{") and b"}" in rest:
-            return rest[rest.index(b"}") + 1 :]
-        return rest
+        return self._router.untagged(name[len(LEGACY_STATS_PREFIX) :])
 
     async def scan(self, match: bytes, kind: bytes = b"") -> list[bytes]:
         """Every key matching ``match`` (and of type ``kind``, when given: SCAN's TYPE), over every shard
         (SCAN … MATCH … COUNT 1000 until each cursor is 0)."""
         found: list[bytes] = []
         only = [b"TYPE", kind] if kind else []
-        for link in self._link.shards():
+        for link in self._router.shards():
             cursor = b"0"
             while True:
                 (reply,) = await link.pipeline([[b"SCAN", cursor, b"MATCH", match, b"COUNT", b"1000", *only]])
@@ -243,18 +245,12 @@ class Keyspace:
         # (the write script checks it again, atomically, either way). A refused write drops the mark.
         self.forget(keys, keep_written=True)
         encoded = to_argv(values)
-        shared = self._shared
-        apart = (checks_apart(self._tags, keys, model, inputs, also)
-                 if shared is not None and model is not None and not guards else None)
-        if apart is not None and shared is not None and model is not None and (apart[0] or apart[2]):
-            replies = await self._write_apart(shared, keys, encoded, empty_is_free, model, also, apart)
+        # the model and guards are read, not written: their cache entries stay
+        heads, counted, apart = self._router.write_plan(keys, encoded, empty_is_free, model, guards, inputs, also)
+        if apart is not None and model is not None:
+            replies = await self._write_apart(keys, encoded, empty_is_free, model, also, apart)
             self._raise_refused(keys, replies)
         else:  # (here, not in a coroutine of its own: one generator less a write)
-            if apart is not None and model is not None:  # a cluster's run all in one slot: one call, no grouping
-                heads, counted = [set_tensors_call(keys, encoded, empty_is_free, [model], inputs, also)], True
-            else:
-                checked = [*([model] if model is not None else []), *guards]  # read, not written: cache stays
-                heads, counted = self._tensor_writes(keys, encoded, empty_is_free, checked, inputs, also)
             replies = await self.run_scripts(heads if counted else [*heads, *also])
             self._raise_refused(keys, replies[: len(heads)])
         if self._cache is not None:
@@ -306,11 +302,8 @@ class Keyspace:
         return STORE_BULK_DEFAULT
 
     def _stage_key(self, key: bytes) -> bytes:
-        """A fresh key for a staged write of ``key``: in its slot on a cluster (a hash tag that maps there)."""
-        name = os.urandom(8).hex().encode()
-        if self._tags is None:
-            return STAGE_PREFIX + name
-        return STAGE_PREFIX + b"{" + self._tags.of(self._tags.slot(key)) + b"}" + name
+        """A fresh key for a staged write of ``key``, in its slot (``Router.derived_key``)."""
+        return self._router.derived_key(STAGE_PREFIX, key, os.urandom(8).hex().encode())
 
     def stamped_copy(self, key: bytes) -> bytes | None:
         """The stamped tensor this server last wrote or read at ``key``, if it still holds a copy; whether the
@@ -333,18 +326,19 @@ class Keyspace:
                 self.forget(keys)
                 raise reply
 
-    async def _write_apart(self, shared: SharedChecks, keys: Sequence[bytes], encoded: list[bytes],
-                           empty_is_free: bool, model: tuple[bytes, str], counters: Sequence[ScriptCall],
-                           apart: Apart) -> list[Any]:
+    async def _write_apart(self, keys: Sequence[bytes], encoded: list[bytes], empty_is_free: bool,
+                           model: tuple[bytes, str], counters: Sequence[ScriptCall], apart: Apart) -> list[Any]:
         """A write whose model (with its counters) or some cached input lies in another slot than its outputs
-        (``apart``: slot_writes.checks_apart's plan). While enough other such writes wait (``JOIN_WHEN_WAITING``)
-        it joins the loop iteration's send (server/store/shared_checks.py): its outputs' write, and the checks
-        apart shared with the other runs that check the same; else it sends the same calls alone, in one pipeline
-        call, which costs less than a send shared by one. The replies: the write's, then its checks'."""
+        (``apart``: the router's plan, slot_writes.checks_apart's). While enough other such writes wait
+        (``JOIN_WHEN_WAITING``) it joins the loop iteration's send (server/store/shared_checks.py): its outputs'
+        write, and the checks apart shared with the other runs that check the same; else it sends the same calls
+        alone, in one pipeline call, which costs less than a send shared by one. The replies: the write's, then
+        its checks'."""
         model_apart, here, there = apart
         write = set_tensors_call(keys, encoded, empty_is_free, () if model_apart else [model], here,
                                  () if model_apart else counters)
         checked, counted = (model, counters) if model_apart else (None, ())
+        shared = self._shared
         shared.writes_waiting += 1
         try:
             if shared.writes_waiting <= JOIN_WHEN_WAITING:  # (this write counted)
@@ -358,28 +352,16 @@ class Keyspace:
 
     def inputs_from_cache(self, inputs: Sequence[bytes], outputs: Sequence[bytes]) -> bool:
         """Whether a run takes its inputs from the coherent cache (its output write checks each: in their script
-        when in their slot, else by a check on the input's own shard). On one node, always. On a cluster, an
-        input outside the first output's slot only while fewer than ``JOIN_WHEN_WAITING`` writes with checks
-        apart wait — not under load, where reading it is a round trip in which concurrent runs gather: 50
-        clients over three shards measured ~10% more CPU a request taking it from the cache (more, smaller loop
-        iterations) though ~7% fewer instructions, while one client gained a round trip (docs/performance.md)."""
+        when in their slot, else by a check on the input's own shard). An input outside the first output's slot
+        only while fewer than ``JOIN_WHEN_WAITING`` writes with checks apart wait (always on a single store,
+        where none is apart) — not under load, where reading it is a round trip in which concurrent runs
+        gather: taking it from the cache there makes more, smaller loop iterations, costing more CPU a request
+        though fewer instructions, while one client would gain a round trip (docs/bench-log.md)."""
         if not self.caching:
             return False
-        tags, shared = self._tags, self._shared
-        if tags is None or shared is None or shared.writes_waiting < JOIN_WHEN_WAITING or not outputs:
+        if self._shared.writes_waiting < JOIN_WHEN_WAITING or not outputs:
             return True
-        slot = tags.slot(outputs[0])
-        for i in range(len(inputs)):
-            if tags.slot(inputs[i]) != slot:
-                return False
-        return True
-
-    def _tensor_writes(self, keys: Sequence[bytes], values: list[bytes], empty_is_free: bool,
-                       checked: Sequence[tuple[bytes, str]],
-                       inputs: Sequence[tuple[bytes, bytes]] = (),
-                       counters: Sequence[ScriptCall] = ()) -> tuple[list[ScriptCall], bool]:
-        """The script calls of a write, by slot on a cluster (server/store/slot_writes.py ``tensor_writes``)."""
-        return tensor_writes(self._tags, keys, values, empty_is_free, checked, inputs, counters)
+        return self._router.in_slot_of(inputs, outputs[0])
 
     async def write_atomic(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
         """Run ``commands`` as one MULTI/EXEC transaction in one round trip; return EXEC's replies."""
@@ -413,7 +395,7 @@ def _no_script(reply: AIError) -> bool:
     return reply.message.startswith("NOSCRIPT")
 
 
-async def load_scripts(link: StoreLink) -> None:
+async def load_scripts(link: Pipelined) -> None:
     """SCRIPT LOAD every check-and-write script, so the first EVALSHA finds it (a refusal is not fatal:
     run_script falls back to EVAL)."""
     await link.pipeline([[b"SCRIPT", b"LOAD", script.source] for script in SCRIPTS])

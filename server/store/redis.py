@@ -15,7 +15,6 @@ from backends import errors as msgs
 from backends.errors import AIError
 from server.protocol.slot import ReplySlot
 from server.store.cache import TrackedCache
-from server.store.cluster_keys import SlotTags
 from server.store.cluster_link import ClusterLink, OneNode, RedisLink
 from server.store.keyspace import load_scripts
 from server.store.pubsub_state import UNSIZED, PubSubState, confirmation_of
@@ -327,7 +326,6 @@ class RedisStore:
     """A real Redis behind the server."""
 
     kind = "redis"
-    slot_tags: SlotTags | None = None  # one store, one slot: derived keys need no hash tag
 
     def __init__(self, url: str, cache_bytes: int = 0) -> None:
         self.address = parse_store_url(url)

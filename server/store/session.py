@@ -12,7 +12,6 @@ from typing import Generic, Protocol, TypeVar
 
 from server.protocol.slot import ReplySlot
 from server.store.cache import TrackedCache
-from server.store.cluster_keys import SlotTags
 from server.store.keyspace import StoreLink
 
 
@@ -51,11 +50,6 @@ class Store(Protocol):
     kind: str
     cache: TrackedCache  # tensors and model metadata, coherent with the store (server/store/cache.py)
     default_db: int  # the database a new client starts in (the db of --redis-url; 0 for the embedded store)
-
-    @property
-    def slot_tags(self) -> SlotTags | None:
-        """A cluster's hash tags per slot (derived keys in their object's slot); None on a single store."""
-        ...
 
     async def start(self) -> None: ...
 

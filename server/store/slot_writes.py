@@ -1,9 +1,12 @@
-"""How a write of tensors is split over a Redis Cluster's slots: one SET_TENSORS call per slot, each atomic on
-its shard (server/store/atomic.py), with the checks, cached inputs and AI.INFO counters of that slot.
+"""How a write of tensors is made: one SET_TENSORS call on a single store; over a Redis Cluster one per slot,
+each atomic on its shard (server/store/atomic.py), with the checks, cached inputs and AI.INFO counters of that
+slot, and a run's checks that lie on other shards than its outputs set apart.
 
-Pure planning, nothing sent: ``Keyspace.set_tensors`` (server/store/keyspace.py) sends what these return.
-Usage: ``calls, counted = tensor_writes(tags, keys, values, True, [(model, digest)], inputs, counters)``;
-``checks_apart(tags, keys, model, inputs, counters)``: what of a run's write lies outside its outputs' slot.
+Pure planning, nothing sent. The store's router answers with one of these (server/store/cluster_link.py
+``Router.write_plan``: ``one_write``; server/store/cluster_state.py: ``slot_write_plan``), and
+``Keyspace.set_tensors`` (server/store/keyspace.py) sends what it returns.
+Usage: ``calls, counted, apart = slot_write_plan(tags, keys, values, True, (model, digest), [], inputs,
+counters)``.
 """
 
 from __future__ import annotations
@@ -16,18 +19,47 @@ from server.store.cluster_keys import SlotTags
 Apart = tuple[bool, Sequence[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]
 """``checks_apart``'s plan: whether the model is apart; the cached inputs in the outputs' slot; those apart."""
 
+WritePlan = tuple[list[ScriptCall], bool, Apart | None]
+"""A write's script calls and whether the AI.INFO counters are made inside them (else the caller sends them
+beside); or, for a run whose model or a cached input lies on another shard than its outputs, no calls and what
+lies apart (the write is then made with its checks apart: server/store/shared_checks.py)."""
 
-def tensor_writes(tags: SlotTags | None, keys: Sequence[bytes], values: list[bytes], empty_is_free: bool,
+
+def one_write(keys: Sequence[bytes], values: list[bytes], empty_is_free: bool, model: tuple[bytes, str] | None,
+              guards: Sequence[tuple[bytes, str]], inputs: Sequence[tuple[bytes, bytes]],
+              counters: Sequence[ScriptCall]) -> WritePlan:
+    """A single store's write: one SET_TENSORS holding the tensors, the ``model`` and ``guards`` (key, digest)
+    checks, the cached ``inputs`` and the ``counters``; nothing apart."""
+    checked = [model, *guards] if model is not None else guards
+    return [set_tensors_call(keys, values, empty_is_free, checked, inputs, counters)], True, None
+
+
+def slot_write_plan(tags: SlotTags, keys: Sequence[bytes], values: list[bytes], empty_is_free: bool,
+                    model: tuple[bytes, str] | None, guards: Sequence[tuple[bytes, str]],
+                    inputs: Sequence[tuple[bytes, bytes]], counters: Sequence[ScriptCall]) -> WritePlan:
+    """A cluster's write. A run's (a ``model``, no ``guards``) whose outputs share a slot: with its model or a
+    cached input in another slot, set apart (``checks_apart``); with neither, one call holding everything (no
+    grouping). Any other write: split by slot (``tensor_writes``)."""
+    if model is not None and not guards:
+        apart = checks_apart(tags, keys, model, inputs, counters)
+        if apart is not None:
+            if apart[0] or apart[2]:
+                return [], False, apart
+            return [set_tensors_call(keys, values, empty_is_free, [model], inputs, counters)], True, None
+    checked = [model, *guards] if model is not None else guards
+    calls, counted = tensor_writes(tags, keys, values, empty_is_free, checked, inputs, counters)
+    return calls, counted, None
+
+
+def tensor_writes(tags: SlotTags, keys: Sequence[bytes], values: list[bytes], empty_is_free: bool,
                   checked: Sequence[tuple[bytes, str]], inputs: Sequence[tuple[bytes, bytes]] = (),
                   counters: Sequence[ScriptCall] = ()) -> tuple[list[ScriptCall], bool]:
-    """One SET_TENSORS call, the AI.INFO ``counters`` (RECORD_RUN calls) made inside it — or, on a cluster
-    (``tags``), one per slot of the keys, each atomic on its shard. The (key, digest) pairs ``checked`` and the
-    cached ``inputs`` ride with the keys of their slot; checks in a slot with no output are made on their own
-    shard in the same round trip (a SET_TENSORS with no tensor). On a cluster the counters go into the call of
-    their slot when there is one (a model's counters live in its slot: with its digest check, when its
-    outputs are elsewhere). The calls, and whether the counters are in them (else the caller sends them)."""
-    if tags is None:
-        return [set_tensors_call(keys, values, empty_is_free, checked, inputs, counters)], True
+    """One SET_TENSORS call per slot of the keys, each atomic on its shard. The (key, digest) pairs ``checked``
+    and the cached ``inputs`` ride with the keys of their slot; checks in a slot with no output are made on
+    their own shard in the same round trip (a SET_TENSORS with no tensor). The AI.INFO ``counters`` (RECORD_RUN
+    calls) go into the call of their slot when there is one (a model's counters live in its slot: with its
+    digest check, when its outputs are elsewhere). The calls, and whether the counters are in them (else the
+    caller sends them)."""
     slot = _one_slot(tags, keys, checked, inputs)
     if slot is not None:  # one slot (AI.TENSORSET, a run's keys tagged alike): one call, no grouping lists
         inside = _counted_in(tags, counters, slot)
@@ -40,15 +72,15 @@ def tensor_writes(tags: SlotTags | None, keys: Sequence[bytes], values: list[byt
                             counters_in, empty_is_free)
 
 
-def checks_apart(tags: SlotTags | None, keys: Sequence[bytes], model: tuple[bytes, str],
+def checks_apart(tags: SlotTags, keys: Sequence[bytes], model: tuple[bytes, str],
                  inputs: Sequence[tuple[bytes, bytes]], counters: Sequence[ScriptCall]) -> Apart | None:
-    """On a cluster, for a run's write whose outputs share one slot and whose counters (at most one RECORD_RUN
-    call) are in its model's slot: whether the model is in another slot, the cached inputs in the outputs' slot
-    (checked by their write) and those apart — with a model apart or an input apart, the write that joins other
-    runs' (server/store/shared_checks.py); with neither, one call holds everything (no grouping). None
-    otherwise (no cluster, outputs that spread): ``tensor_writes`` splits it by slot. Index loops, and no list
-    built when no input is apart: every run over a cluster asks."""
-    if tags is None or len(counters) > 1 or not keys:
+    """For a run's write whose outputs share one slot and whose counters (at most one RECORD_RUN call) are in
+    its model's slot: whether the model is in another slot, the cached inputs in the outputs' slot (checked by
+    their write) and those apart — with a model apart or an input apart, the write that joins other runs'
+    (server/store/shared_checks.py); with neither, one call holds everything (no grouping). None otherwise
+    (outputs that spread): ``tensor_writes`` splits it by slot. Index loops, and no list built when no input is
+    apart: every run over a cluster asks."""
+    if len(counters) > 1 or not keys:
         return None
     slot = tags.slot(keys[0])
     for i in range(1, len(keys)):

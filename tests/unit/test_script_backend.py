@@ -17,7 +17,9 @@ from server.ai.script_host import LoopScriptHost, refused
 from server.ai.state import AIState
 from server.config import Config
 from server.protocol.reply import Status
+from server.store.cluster_link import OneNode, RedisLink
 from server.store.keyspace import Keyspace
+from server.store.upstream import StoreAddress
 
 CPU = Device("CPU", "CPU", None)
 SOURCE = """
@@ -91,14 +93,11 @@ def test_commands_a_script_may_not_send() -> None:
 class OkLink:
     """A store link that answers +OK to everything: the host's thread guards are under test, not the store."""
 
+    def __init__(self) -> None:
+        self.router = OneNode(RedisLink(StoreAddress(), 0))  # (never connected: this link answers itself)
+
     async def pipeline(self, commands: list[list[bytes]]) -> list[object]:
         return [b"OK" for _ in commands]
-
-    def shards(self) -> list[OkLink]:
-        return [self]
-
-    def node_of(self, key: bytes) -> object:
-        return None
 
 
 def test_host_guards_against_the_loop_thread_a_stopped_loop_and_a_closed_one() -> None:

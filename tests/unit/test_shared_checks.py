@@ -15,9 +15,12 @@ import pytest
 
 from backends.errors import AIError
 from server.store.atomic import SET_TENSORS, ScriptCall, record_run_call, set_tensors_call
-from server.store.cluster_keys import SlotTags, key_slot
+from server.store.cluster_keys import SLOTS, key_slot
+from server.store.cluster_state import ClusterState
+from server.store.cluster_topology import Topology
 from server.store.keyspace import JOIN_WHEN_WAITING, Keyspace
 from server.store.shared_checks import SharedChecks
+from server.store.upstream import StoreAddress
 
 STATS = b"m"  # the counters of model m are fields of its own hash
 LOADING = AIError("LOADING Redis is loading the dataset in memory")
@@ -190,23 +193,19 @@ def test_a_round_whose_task_was_cancelled_before_it_ran_keeps_no_later_run_waiti
 
 
 class _Shards:
-    """A store link that answers each EVALSHA with 1, or LOADING when it names the model ``down``; each call
-    takes a loop iteration, like a round trip."""
+    """A store link over a cluster whose one primary serves every slot: it answers each EVALSHA with 1, or
+    LOADING when it names the model ``down``; each call takes a loop iteration, like a round trip."""
 
     def __init__(self, down: bytes) -> None:
         self.down = down
         self.sent: list[list[list[bytes]]] = []
+        self.router = ClusterState(StoreAddress())  # (never started: its map is set here)
+        self.router.topology = Topology((StoreAddress(),), tuple([0] * SLOTS))
 
     async def pipeline(self, commands: list[list[bytes]]) -> list[Any]:
         self.sent.append(commands)
         await asyncio.sleep(0)
         return [LOADING if self.down in argv else 1 for argv in commands]
-
-    def shards(self) -> list[Any]:
-        return [self]
-
-    def node_of(self, key: bytes) -> object:
-        return None
 
 
 MODEL_A, MODEL_B, OUT, MODEL_T, INPUT = b"model3", b"in0", b"{t}out", b"{t}m", b"in1"
@@ -220,7 +219,7 @@ def test_writes_alone_and_together_over_a_cluster() -> None:
     assert len({key_slot(MODEL_A), key_slot(MODEL_B), key_slot(OUT), key_slot(INPUT)}) == 4
     assert key_slot(MODEL_T) == key_slot(OUT)
     link = _Shards(down=MODEL_A)
-    keyspace = Keyspace(link, 0, None, SlotTags())
+    keyspace = Keyspace(link, 0)
 
     async def write(model: bytes, inputs: list[tuple[bytes, bytes]]) -> Any:
         counters = [record_run_call(keyspace.stats_key(model), 1, 5, 1, 0)]
