@@ -19,13 +19,14 @@ from typing import Any, Final, Protocol, TypeVar
 
 from backends import errors as msgs
 from backends.errors import AIError
+from server.protocol.slot import ReplySlot
 from server.store.cluster_keys import CrossSlot, KeyFinder, SlotTags
-from server.store.cluster_link import RedisLink, Router
+from server.store.cluster_link import RedisLink, Relayer, Router
 from server.store.cluster_link import is_redirect as is_redirect  # (server/store/cluster_cache.py imports it here)
 from server.store.cluster_topology import Topology, node_address, parse_shards, parse_slots
 from server.store.cluster_watch import HungNodeWatch
 from server.store.deadline import within
-from server.store.redis import SharedRelay
+from server.store.node_connections import NodeRelay
 from server.store.upstream import StoreAddress, Watched
 
 REFRESH_GAP_S: Final = 0.05  # at most one topology read per 50 ms: a failover's burst of errors costs a few
@@ -51,7 +52,7 @@ class ClusterState(Router):
         # each address object's link, by its identity (a request asks for several: no tuple built and hashed);
         # the entry holds the address, so its id is not reused while it stands
         self._link_of: dict[int, tuple[StoreAddress, RedisLink]] = {}
-        self._relays: dict[tuple[str, int], SharedRelay] = {}
+        self._relays: dict[tuple[str, int], NodeRelay] = {}
         # each node's connection for the map query alone: asked on the AI link, it waited behind that link's
         # commands, and its timeout closed the link under them (a node busy for 2 s lost its commands)
         self._map_links: dict[tuple[str, int], RedisLink] = {}
@@ -144,10 +145,10 @@ class ClusterState(Router):
         self._link_of[id(address)] = (address, found)
         return found
 
-    def relay(self, address: StoreAddress) -> SharedRelay:
+    def relay(self, address: StoreAddress) -> NodeRelay:
         where = (address.host, address.port)
         if where not in self._relays:
-            self._relays[where] = SharedRelay(self.address(address), 0)
+            self._relays[where] = NodeRelay(self.address(address), 0)
         return self._relays[where]
 
     async def start(self) -> None:
@@ -295,6 +296,16 @@ class ClusterState(Router):
             link.close()
         for relay in self._relays.values():
             relay.close()
+
+    def route(self, via: Relayer, argv: list[bytes], slot: ReplySlot, sink: object) -> None:
+        """A relayed command goes by its keys' slot (server/store/relays.py)."""
+        via.routed(argv, slot, sink)
+
+    def primaries(self) -> Sequence[StoreAddress]:
+        return self.topology.primaries
+
+    def command_slot(self, argv: list[bytes]) -> int | None:
+        return self.keys.slot(argv)
 
 
 class _Channel(Watched, Protocol):

@@ -39,8 +39,8 @@ class StoreSession(Protocol):
     def close(self) -> None: ...
 
 
-class SharedRelay(Protocol):
-    """One connection per database that carries the stateless relayed commands of every client."""
+class StoreRelay(Protocol):
+    """The shared relay: the stateless relayed commands of every session-less client (one per database)."""
 
     def send(self, argv: list[bytes], slot: ReplySlot, sink: SessionSink) -> None: ...
 
@@ -61,7 +61,7 @@ class Store(Protocol):
 
     def open_session(self, sink: SessionSink) -> StoreSession: ...
 
-    def shared_relay(self, db: int) -> SharedRelay: ...
+    def shared_relay(self, db: int) -> StoreRelay: ...
 
     def link(self, db: int) -> StoreLink: ...
 
@@ -88,7 +88,7 @@ class SessionSink(Protocol):
 
 # Data commands whose reply depends only on the keyspace, never on the connection they arrive on (no MULTI,
 # WATCH, blocking, pub/sub, database or client state): a client that has no store session of its own yet
-# sends these over its database's shared relay (server/store/redis.py, ``SharedRelay``), so many clients'
+# sends these over its database's shared relay (server/store/relays.py, ``SharedRelay``), so many clients'
 # commands leave in one write and their replies arrive in one read. Lower case, as the connection compares.
 STATELESS_COMMANDS = frozenset({
     b"get", b"set", b"setex", b"psetex", b"setnx", b"getset", b"getdel", b"getex", b"mget", b"mset", b"msetnx",
@@ -124,9 +124,10 @@ class LinksByDatabase(Generic[LinkT]):
         self._links: dict[int, LinkT] = {}
 
     def get(self, db: int) -> LinkT:
-        if db not in self._links:
-            self._links[db] = self._make(db)
-        return self._links[db]
+        found = self._links.get(db)
+        if found is None:
+            found = self._links[db] = self._make(db)
+        return found
 
     def all(self) -> list[LinkT]:
         """Every link made so far."""
