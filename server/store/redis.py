@@ -10,6 +10,8 @@ uses one shared, pipelined connection per database for the AI commands' reads an
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Generic, Protocol, TypeVar
 
 from backends.errors import AIError
 from server.store.cache import TrackedCache
@@ -18,8 +20,39 @@ from server.store.cluster_link import ClusterLink, OneNode, RedisLink
 from server.store.keyspace import load_scripts
 from server.store.node_connections import NodeRelay, NodeSession
 from server.store.relays import ClientSession, SharedRelay
-from server.store.session import LinksByDatabase, SessionSink
+from server.store.session import SessionSink
 from server.store.upstream import UpstreamConnection, parse_store_url
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+LinkT = TypeVar("LinkT", bound=_Closable)
+
+
+class LinksByDatabase(Generic[LinkT]):
+    """A single store's links or shared relays, one per database, made on first use and closed together (compiled:
+    the shared relay of a database is looked up on every command it carries)."""
+
+    def __init__(self, make: Callable[[int], LinkT]) -> None:
+        self._make = make
+        self._links: dict[int, LinkT] = {}
+
+    def get(self, db: int) -> LinkT:
+        found = self._links.get(db)
+        if found is None:
+            found = self._links[db] = self._make(db)
+        return found
+
+    def all(self) -> list[LinkT]:
+        """Every link made so far."""
+        return list(self._links.values())
+
+    def close_all(self) -> None:
+        for link in self._links.values():
+            link.close()
+        self._links.clear()
 
 
 class RedisStore:

@@ -1,14 +1,12 @@
 """What the store layer offers the layers above it: the store, a client's relay session, and what a session
 reports back to its client connection (implemented by the connection, server/frontend/connection.py).
 
-Also the command names whose replies a relay session must classify (pub/sub, blocking), and the per-database
-link registry the stores share.
+Also the command names whose replies a relay session must classify (pub/sub, blocking).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Generic, Protocol, TypeVar
+from typing import Protocol
 
 from server.protocol.slot import ReplySlot
 from server.store.cache import TrackedCache
@@ -107,33 +105,3 @@ BLOCKING_COMMANDS = frozenset(
     {b"blpop", b"brpop", b"brpoplpush", b"blmove", b"blmpop", b"bzpopmin", b"bzpopmax", b"bzmpop", b"wait",
      b"waitaof"}
 )
-
-
-class _Closable(Protocol):
-    def close(self) -> None: ...
-
-
-LinkT = TypeVar("LinkT", bound=_Closable)
-
-
-class LinksByDatabase(Generic[LinkT]):
-    """A store's keyspace links, one per database, made on first use and closed together."""
-
-    def __init__(self, make: Callable[[int], LinkT]) -> None:
-        self._make = make
-        self._links: dict[int, LinkT] = {}
-
-    def get(self, db: int) -> LinkT:
-        found = self._links.get(db)
-        if found is None:
-            found = self._links[db] = self._make(db)
-        return found
-
-    def all(self) -> list[LinkT]:
-        """Every link made so far."""
-        return list(self._links.values())
-
-    def close_all(self) -> None:
-        for link in self._links.values():
-            link.close()
-        self._links.clear()
