@@ -2,7 +2,7 @@
 
 Every command a client sends gets one ``ReplySlot`` in its connection's reply queue
 (server/frontend/replies.py). Local commands fill it at once; commands relayed to the backing store are
-filled when the store's reply frames arrive (server/store/redis.py); AI commands are filled when their run
+filled when the store's reply frames arrive (server/store/node_connections.py); AI commands are filled when their run
 finishes. Replies are written from the head of the queue only, so pipelined replies go out in order
 whatever finishes first. Sans-IO: a slot only holds encoded bytes.
 """

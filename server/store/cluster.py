@@ -2,9 +2,10 @@
 
 The server finds out at start (``INFO cluster`` says ``cluster_enabled:1``; server/app.py), reads the slot
 map, and from then on every key goes to the primary that owns it — AI commands through ``ClusterLink``
-(server/store/cluster_link.py), relayed commands through ``ClusterSharedRelay`` / ``ClusterSession``
-(server/store/cluster_relay.py). No hash tags are needed: a model, its inputs and its outputs may live on
-three shards. What that means for atomicity is in docs/deployment.md ("Redis Cluster").
+(server/store/cluster_link.py), relayed commands through ``SharedRelay`` / ``ClientSession``
+(server/store/relays.py), all three over the ``ClusterState`` as their router. No hash tags are needed: a model,
+its inputs and its outputs may live on three shards. What that means for atomicity is in docs/deployment.md
+("Redis Cluster").
 
 A cluster has only database 0. Model metadata is cached as on one node, with one tracking connection per
 primary (server/store/cluster_cache.py); so do a run's input tensors, which the output write checks in its own
@@ -22,9 +23,9 @@ from backends.errors import AIError
 from server.store.cache import TrackedCache
 from server.store.cluster_cache import ClusterCache
 from server.store.cluster_link import ClusterLink
-from server.store.cluster_relay import ClusterSession, ClusterSharedRelay
 from server.store.cluster_state import ClusterState
 from server.store.keyspace import load_scripts, status_text
+from server.store.relays import ClientSession, SharedRelay
 from server.store.session import SessionSink
 from server.store.upstream import StoreAddress, parse_store_url
 
@@ -41,7 +42,7 @@ class ClusterStore:
         self.cluster = ClusterState(self.address, [_seed(s) for s in extra_seeds], node_timeout_ms)
         self._link = ClusterLink(self.cluster)
         self.cache: TrackedCache = ClusterCache(self.cluster, self._link, cache_bytes)
-        self._relay = ClusterSharedRelay(self.cluster)
+        self._relay = SharedRelay(self.cluster)
 
     async def start(self) -> None:
         if self.address.db:
@@ -49,10 +50,10 @@ class ClusterStore:
         await self.cluster.start()
         await asyncio.gather(*(load_scripts(link) for link in self._link.shards()))
 
-    def open_session(self, sink: SessionSink) -> ClusterSession:
-        return ClusterSession(self.cluster, sink)
+    def open_session(self, sink: SessionSink) -> ClientSession:
+        return ClientSession(self.cluster, sink)
 
-    def shared_relay(self, db: int) -> ClusterSharedRelay:
+    def shared_relay(self, db: int) -> SharedRelay:
         return self._relay
 
     def link(self, db: int) -> ClusterLink:

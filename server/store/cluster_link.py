@@ -7,16 +7,20 @@ in that node's pipelined link (``RedisLink``), and the nodes are asked in parall
 Replies come back in the caller's order. MOVED is followed after a topology refresh, ASK with ASKING,
 TRYAGAIN after a short pause — each at most ``MAX_REDIRECTS`` times — and a node that cannot be reached answers
 its commands with the error naming it, and makes the map be read again.
+
+The same router carries the relayed commands (server/store/relays.py): ``Router.route`` hands each to its
+``Relayer`` straight (a single node) or to be routed by its keys' slot (a cluster).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Final
 
 from backends import errors as msgs
 from backends.errors import AIError
+from server.protocol.slot import ReplySlot
 from server.store.atomic import ScriptCall
 from server.store.cluster_keys import CrossSlot, common_slot
 from server.store.slot_writes import WritePlan, one_write
@@ -27,6 +31,7 @@ from server.store.upstream import (
     UpstreamConnection,
     UpstreamProtocol,
     ValueReader,
+    Watched,
     has_big_argument,
     pack_command,
     pack_vectored,
@@ -178,6 +183,30 @@ class Router:
         """How a write of tensors is made (server/store/slot_writes.py): on a single store one SET_TENSORS call
         holding every check, cached input and AI.INFO counter, nothing apart."""
         return one_write(keys, values, empty_is_free, model, guards, inputs, counters)
+    def route(self, via: Relayer, argv: list[bytes], slot: ReplySlot, sink: object) -> None:
+        """Send a relayed command by ``via`` (server/store/relays.py): a single node's straight to its one
+        connection, nothing hashed or wrapped (a cluster routes it by its keys' slot: ``via.routed``)."""
+        via.straight(argv, slot, sink)
+
+    def primaries(self) -> Sequence[StoreAddress]:
+        """Every primary's address, for what a relayed command visits on every shard (KEYS, SCAN …)."""
+        raise NotImplementedError
+
+    def command_slot(self, argv: list[bytes]) -> int | None:
+        """The slot of a relayed command's keys (None: keyless, or a store without slots); CROSSSLOT raised."""
+        return None
+
+    def relay(self, address: StoreAddress) -> UpstreamConnection:
+        """The shared relay connection to the node at ``address`` (a cluster's; a single store's shared relay
+        holds its one connection itself)."""
+        raise NotImplementedError
+
+    def watch_session(self, owner: object, source: Callable[[], Iterable[tuple[StoreAddress, Watched]]]) -> None:
+        """A client's own connections, for a watchdog of the router's (a single store's stall watch finds them
+        through the clients: server/store/stall_watch.py)."""
+
+    def unwatch_session(self, owner: object) -> None:
+        """No longer watch ``owner``'s connections."""
 
 
 class OneNode(Router):
@@ -201,6 +230,9 @@ class OneNode(Router):
 
     def close(self) -> None:
         self._link.close()
+
+    def primaries(self) -> Sequence[StoreAddress]:
+        return [self._link.address]
 
 
 def redirect_target(message: str, sender: StoreAddress) -> tuple[str, StoreAddress | None, bool]:
@@ -454,3 +486,15 @@ def _block_word(argv: Sequence[bytes]) -> bytes:
     if (size != 4 and size != 5 and size != 7) or name == b"EVALSHA":
         return b""
     return name.upper()
+
+
+class Relayer:
+    """What relays a client's commands over a ``Router`` (the shared relay, a client's session:
+    server/store/relays.py). The router picks the way: ``straight`` to a single store's one connection, or
+    ``routed`` by the keys' slot over a cluster's nodes (redirects followed, fan-out, pinned transactions)."""
+
+    def straight(self, argv: list[bytes], slot: ReplySlot, sink: object) -> None:
+        raise NotImplementedError
+
+    def routed(self, argv: list[bytes], slot: ReplySlot, sink: object) -> None:
+        raise NotImplementedError

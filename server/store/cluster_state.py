@@ -19,14 +19,15 @@ from typing import Any, Final, Protocol, TypeVar
 
 from backends import errors as msgs
 from backends.errors import AIError
+from server.protocol.slot import ReplySlot
 from server.store.atomic import ScriptCall
 from server.store.cluster_keys import CrossSlot, KeyFinder, SlotTags
-from server.store.cluster_link import RedisLink, Router
+from server.store.cluster_link import RedisLink, Relayer, Router
 from server.store.cluster_link import is_redirect as is_redirect  # (server/store/cluster_cache.py imports it here)
 from server.store.cluster_topology import Topology, node_address, parse_shards, parse_slots
 from server.store.cluster_watch import HungNodeWatch
 from server.store.deadline import within
-from server.store.redis import SharedRelay
+from server.store.node_connections import NodeRelay
 from server.store.slot_writes import WritePlan, slot_write_plan
 from server.store.upstream import StoreAddress, Watched
 
@@ -53,7 +54,7 @@ class ClusterState(Router):
         # each address object's link, by its identity (a request asks for several: no tuple built and hashed);
         # the entry holds the address, so its id is not reused while it stands
         self._link_of: dict[int, tuple[StoreAddress, RedisLink]] = {}
-        self._relays: dict[tuple[str, int], SharedRelay] = {}
+        self._relays: dict[tuple[str, int], NodeRelay] = {}
         # each node's connection for the map query alone: asked on the AI link, it waited behind that link's
         # commands, and its timeout closed the link under them (a node busy for 2 s lost its commands)
         self._map_links: dict[tuple[str, int], RedisLink] = {}
@@ -146,10 +147,10 @@ class ClusterState(Router):
         self._link_of[id(address)] = (address, found)
         return found
 
-    def relay(self, address: StoreAddress) -> SharedRelay:
+    def relay(self, address: StoreAddress) -> NodeRelay:
         where = (address.host, address.port)
         if where not in self._relays:
-            self._relays[where] = SharedRelay(self.address(address), 0)
+            self._relays[where] = NodeRelay(self.address(address), 0)
         return self._relays[where]
 
     async def start(self) -> None:
@@ -324,6 +325,15 @@ class ClusterState(Router):
                    inputs: Sequence[tuple[bytes, bytes]], counters: Sequence[ScriptCall]) -> WritePlan:
         """A write by slot, a run's checks on other shards set apart (server/store/slot_writes.py)."""
         return slot_write_plan(self.tags, keys, values, empty_is_free, model, guards, inputs, counters)
+    def route(self, via: Relayer, argv: list[bytes], slot: ReplySlot, sink: object) -> None:
+        """A relayed command goes by its keys' slot (server/store/relays.py)."""
+        via.routed(argv, slot, sink)
+
+    def primaries(self) -> Sequence[StoreAddress]:
+        return self.topology.primaries
+
+    def command_slot(self, argv: list[bytes]) -> int | None:
+        return self.keys.slot(argv)
 
 
 class _Channel(Watched, Protocol):

@@ -1,7 +1,7 @@
 """What a client's store session holds in pub/sub, and how many reply frames each pub/sub command gets (sans-IO).
 
 A (P|S)(UN)SUBSCRIBE is answered by one confirmation per channel — RESP2 arrays, RESP3 pushes — and the
-command waits for them, so a reply pipelined behind it never overtakes them (server/store/redis.py). How many
+command waits for them, so a reply pipelined behind it never overtakes them (server/store/node_connections.py). How many
 come is known when it is sent, except for a bare UNSUBSCRIBE (one per channel held then, one when none): that
 is counted from the subscriptions the store has *confirmed* once it is the session's oldest command, when every
 command before it has been answered. Counting it from what was sent went wrong whenever the two disagree: a

@@ -1,14 +1,12 @@
 """What the store layer offers the layers above it: the store, a client's relay session, and what a session
 reports back to its client connection (implemented by the connection, server/frontend/connection.py).
 
-Also the command names whose replies a relay session must classify (pub/sub, blocking), and the per-database
-link registry the stores share.
+Also the command names whose replies a relay session must classify (pub/sub, blocking).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Generic, Protocol, TypeVar
+from typing import Protocol
 
 from server.protocol.slot import ReplySlot
 from server.store.cache import TrackedCache
@@ -38,8 +36,8 @@ class StoreSession(Protocol):
     def close(self) -> None: ...
 
 
-class SharedRelay(Protocol):
-    """One connection per database that carries the stateless relayed commands of every client."""
+class StoreRelay(Protocol):
+    """The shared relay: the stateless relayed commands of every session-less client (one per database)."""
 
     def send(self, argv: list[bytes], slot: ReplySlot, sink: SessionSink) -> None: ...
 
@@ -55,7 +53,7 @@ class Store(Protocol):
 
     def open_session(self, sink: SessionSink) -> StoreSession: ...
 
-    def shared_relay(self, db: int) -> SharedRelay: ...
+    def shared_relay(self, db: int) -> StoreRelay: ...
 
     def link(self, db: int) -> StoreLink: ...
 
@@ -82,7 +80,7 @@ class SessionSink(Protocol):
 
 # Data commands whose reply depends only on the keyspace, never on the connection they arrive on (no MULTI,
 # WATCH, blocking, pub/sub, database or client state): a client that has no store session of its own yet
-# sends these over its database's shared relay (server/store/redis.py, ``SharedRelay``), so many clients'
+# sends these over its database's shared relay (server/store/relays.py, ``SharedRelay``), so many clients'
 # commands leave in one write and their replies arrive in one read. Lower case, as the connection compares.
 STATELESS_COMMANDS = frozenset({
     b"get", b"set", b"setex", b"psetex", b"setnx", b"getset", b"getdel", b"getex", b"mget", b"mset", b"msetnx",
@@ -101,32 +99,3 @@ BLOCKING_COMMANDS = frozenset(
     {b"blpop", b"brpop", b"brpoplpush", b"blmove", b"blmpop", b"bzpopmin", b"bzpopmax", b"bzmpop", b"wait",
      b"waitaof"}
 )
-
-
-class _Closable(Protocol):
-    def close(self) -> None: ...
-
-
-LinkT = TypeVar("LinkT", bound=_Closable)
-
-
-class LinksByDatabase(Generic[LinkT]):
-    """A store's keyspace links, one per database, made on first use and closed together."""
-
-    def __init__(self, make: Callable[[int], LinkT]) -> None:
-        self._make = make
-        self._links: dict[int, LinkT] = {}
-
-    def get(self, db: int) -> LinkT:
-        if db not in self._links:
-            self._links[db] = self._make(db)
-        return self._links[db]
-
-    def all(self) -> list[LinkT]:
-        """Every link made so far."""
-        return list(self._links.values())
-
-    def close_all(self) -> None:
-        for link in self._links.values():
-            link.close()
-        self._links.clear()

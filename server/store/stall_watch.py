@@ -30,7 +30,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from server.store.upstream import UpstreamConnection, Watched
+from server.store.relays import ClientSession
+from server.store.upstream import Watched
 
 if TYPE_CHECKING:
     from server.store.redis import RedisStore
@@ -119,6 +120,6 @@ def single_store_channels(store: RedisStore, clients: Mapping[int, object]) -> l
     found: list[Watched] = [*store.connections()]
     for client in list(clients.values()):
         session = getattr(getattr(client, "relay", None), "session", None)
-        if isinstance(session, UpstreamConnection):
-            found.append(session)
+        if isinstance(session, ClientSession):
+            found.extend(session.connections())
     return found

@@ -1,5 +1,5 @@
-"""The shared relay (server/store/redis.py ``SharedRelay``): session-less clients' stateless commands over one
-store connection per database. What must hold when that connection is lost or cannot be made, when a
+"""The shared relay (server/store/relays.py ``SharedRelay``, over a ``NodeRelay`` per node): session-less
+clients' stateless commands over one store connection per database. What must hold when that connection is lost or cannot be made, when a
 write pause would hold everyone's reads behind one write, and when SELECT is refused."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import redis
 
 from server.config import Config
 from server.protocol.slot import ReplySlot
-from server.store.redis import SharedRelay
+from server.store.node_connections import NodeRelay
 from server.store.upstream import parse_store_url
 from tests.support import RawClient, redis_server_process, running_server, wait_until
 
@@ -43,7 +43,7 @@ class _Sink:
     """A client of the relay: its flush may send one more command, as a connection's pump does."""
 
     def __init__(self) -> None:
-        self.then: list[tuple[SharedRelay, list[bytes], ReplySlot]] = []
+        self.then: list[tuple[NodeRelay, list[bytes], ReplySlot]] = []
 
     def push(self, data: bytes) -> None:
         raise AssertionError("no pushes on the shared relay")
@@ -63,7 +63,7 @@ def test_a_command_sent_while_the_relay_reconnects_gets_its_own_reply() -> None:
         redis.Redis.from_url(url).set("k", "mine")
 
         async def scenario() -> tuple[list[bytes], list[bytes]]:
-            relay = SharedRelay(parse_store_url(url), 0)
+            relay = NodeRelay(parse_store_url(url), 0)
             warm = ReplySlot()
             relay.send([b"PING"], warm, _Sink())
             while not warm.done:

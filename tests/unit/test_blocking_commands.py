@@ -1,11 +1,11 @@
-"""Which relayed commands may block, and which block with no timeout (server/store/redis.py): the cluster's
+"""Which relayed commands may block, and which block with no timeout (server/store/node_connections.py): the cluster's
 watchdog leaves the first to its node probe, graceful shutdown does not wait for the second."""
 
 from __future__ import annotations
 
 import pytest
 
-from server.store.redis import blocks_for_ever, may_block
+from server.store.node_connections import blocks_for_ever, may_block
 
 
 @pytest.mark.parametrize(("argv", "blocks", "for_ever"), [

@@ -14,7 +14,7 @@ from server.store.cluster_keys import MEMO_KEY_BYTES, MEMO_KEYS, CrossSlot, KeyF
 from server.store.cluster_link import ClusterLink, clusterdown_named
 from server.store.cluster_state import ClusterState
 from server.store.cluster_topology import parse_slots
-from server.store.redis import may_block
+from server.store.node_connections import may_block
 from server.store.upstream import StoreAddress
 
 
@@ -121,7 +121,7 @@ def test_a_tryagain_after_asking_is_retried_after_asking_again() -> None:
 
 
 def test_blocking_commands_are_known_by_name_and_xread_by_its_block_option() -> None:
-    """What the hung-node watchdog lets wait (RedisSession.oldest_pending): BLPOP and the like, WAIT, XREAD /
+    """What the hung-node watchdog lets wait (NodeSession.oldest_pending): BLPOP and the like, WAIT, XREAD /
     XREADGROUP with BLOCK among their options — not a stream key named "block" after STREAMS."""
     assert may_block([b"BLPOP", b"k", b"0"]) and may_block([b"wait", b"1", b"0"])
     assert may_block([b"XREAD", b"COUNT", b"1", b"BLOCK", b"0", b"STREAMS", b"s", b"$"])

@@ -1,24 +1,28 @@
-"""Relayed (non-AI) commands on a Redis Cluster: routed by their keys' slot, as a cluster client would.
+"""Relayed (non-AI) commands over a ``Router`` (server/store/cluster_link.py): a single store is a cluster of one
+shard, so one class carries a client's own session and one the shared relay, on every kind of store.
 
-* ``ClusterSharedRelay``: the stateless commands of session-less clients, over one shared relay per primary.
-* ``ClusterSession``: a client's own connections, one per node it needed (opened on first use). MULTI and
-  WATCH stay on one node: the transaction goes to the node of its first keyed command (or of the WATCHed
-  keys); a queued command whose keys live on another node answers CROSSSLOT and makes EXEC fail, as Redis
-  Cluster's own check would (keys of several slots on the same node: the node answers CROSSSLOT at EXEC).
-  SUBSCRIBE/PSUBSCRIBE and PUBLISH use the first primary (a cluster broadcasts PUBLISH to every node);
-  SSUBSCRIBE and SPUBLISH go to the node of the shard channel; a bare SUNSUBSCRIBE to every node holding shard
-  channels of the client, its confirmations joined into one reply (``_ShardLeave``). Blocking commands wait on
-  their key's node.
+* ``SharedRelay``: the stateless commands of session-less clients, over one ``NodeRelay`` per node (a single
+  store's: one per database).
+* ``ClientSession``: a client's own connections, one ``NodeSession`` per node it needed (a single store's: its
+  one, which follows the client's SELECT; a cluster has only database 0).
 
-A command whose keys hash to several slots answers ``CROSSSLOT`` (nothing sent); MOVED and ASK are followed
-(server/store/cluster_fanout.py ``ForwardSlot``), at most ``MAX_REDIRECTS`` times; keyless fan-out commands
-visit every primary (same module).
+The router picks the way per command (``Router.route``): a single store's goes ``straight`` to its one node
+(nothing hashed, no redirect possible); a cluster's is ``routed`` by its keys' slot, as a cluster client
+would. There MULTI and WATCH stay on one node: the transaction goes to the node of its first keyed command (or
+of the WATCHed keys); a queued command whose keys live on another node answers CROSSSLOT and makes EXEC fail,
+as Redis Cluster's own check would (keys of several slots on the same node: the node answers CROSSSLOT at
+EXEC). SUBSCRIBE/PSUBSCRIBE and PUBLISH use the first primary (a cluster broadcasts PUBLISH to every node);
+SSUBSCRIBE and SPUBLISH go to the node of the shard channel; a bare SUNSUBSCRIBE to every node holding shard
+channels of the client, its confirmations joined into one reply (``_ShardLeave``). Blocking commands wait on
+their key's node. A command whose keys hash to several slots answers ``CROSSSLOT`` (nothing sent); MOVED and
+ASK are followed (server/store/cluster_fanout.py ``ForwardSlot``), at most ``MAX_REDIRECTS`` times; keyless
+fan-out commands visit every primary, and SCAN's cursor walks them one after the other (same module).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Final
+from typing import Final, cast
 
 from backends import errors as msgs
 from backends.errors import AIError
@@ -31,35 +35,33 @@ from server.store.cluster_fanout import (
     split_scan_cursor,
 )
 from server.store.cluster_keys import CrossSlot
-from server.store.cluster_link import MAX_REDIRECTS, clusterdown_named, redirect_target
-from server.store.cluster_state import ClusterState
-from server.store.cluster_topology import node_address
+from server.store.cluster_link import MAX_REDIRECTS, Relayer, Router, clusterdown_named, redirect_target
+from server.store.node_connections import NodeRelay, NodeSession
 from server.store.pubsub_state import shard_channels_left
-from server.store.redis import RedisSession
 from server.store.session import SessionSink
-from server.store.upstream import StoreAddress
+from server.store.upstream import StoreAddress, UpstreamConnection
 
 _CLUSTERDOWN: Final = b"-" + msgs.CLUSTERDOWN_PREFIX.encode()
 QUEUE_TIME_ERROR: Final = [b"REDISAI.QUEUE-TIME-ERROR"]  # as server/frontend/multi.py's: fails the node's open MULTI
 _HOME_COMMANDS: Final = frozenset({b"subscribe", b"psubscribe", b"unsubscribe", b"punsubscribe", b"publish"})
 
 
-def _redirected_to(cluster: ClusterState, frame: bytes, sender: StoreAddress) -> tuple[StoreAddress | None, bool]:
+def _redirected_to(router: Router, frame: bytes, sender: StoreAddress) -> tuple[StoreAddress | None, bool]:
     """Where a ForwardSlot's intercepted reply sends the command (None: nowhere, the error goes to the client)
     and whether ASKING must precede it. Anything but ASK (MOVED, a node down, CLUSTERDOWN) makes the map be
     read again: the slot moved, or a replica may be taking over."""
     kind, where, asking = redirect_target(frame[1:].decode(errors="replace").strip(), sender)
     if kind != "ASK":
-        cluster.request_refresh()
-    return (cluster.address(where) if where is not None else None), asking
+        router.request_refresh()
+    return (router.address(where) if where is not None else None), asking
 
 
-def _answered(cluster: ClusterState, frame: bytes, argv: list[bytes], sender: StoreAddress) -> bytes:
+def _answered(router: Router, frame: bytes, argv: list[bytes], sender: StoreAddress) -> bytes:
     """A node's error frame as the client gets it: a CLUSTERDOWN with the slot and the node named."""
     if not frame.startswith(_CLUSTERDOWN):
         return frame
     message = frame[1:].decode(errors="replace").strip()
-    return _error_frame(AIError(clusterdown_named(message, cluster.keys.keys(argv), sender)))
+    return _error_frame(AIError(clusterdown_named(message, router.keys_of(argv), sender)))
 
 
 def _error_frame(exc: AIError) -> bytes:
@@ -117,68 +119,106 @@ class _ShardLeavePart(ReplySlot):
         self._leave.arrived(self._index, self.chunks)
 
 
-class ClusterSharedRelay:
-    """SharedRelay over the cluster: each command to its slot's primary's shared relay."""
+class SharedRelay(Relayer):
+    """The stateless relayed commands of every session-less client, over its router's nodes (see the module
+    docstring). ``home``: a single store's one connection (to this relay's database); a cluster's node
+    connections are its router's (``Router.relay``)."""
 
-    def __init__(self, cluster: ClusterState) -> None:
-        self._cluster = cluster
+    def __init__(self, router: Router, home: NodeRelay | None = None) -> None:
+        self._router = router
+        self._home = home
 
     def send(self, argv: list[bytes], slot: ReplySlot, sink: SessionSink) -> None:
+        self._router.route(self, argv, slot, sink)
+
+    def straight(self, argv: list[bytes], slot: ReplySlot, sink: object) -> None:
+        home = self._home
+        assert home is not None  # (a router with one node is given one)
+        home.send(argv, slot, cast(SessionSink, sink))
+
+    def routed(self, argv: list[bytes], slot: ReplySlot, sink: object) -> None:
+        """To the primary of the keys' slot, or to every primary (DBSIZE …); redirects followed."""
+        to = cast(SessionSink, sink)
         fan_out = fan_out_name(argv[0].lower(), argv)
         if fan_out is not None:
-            primaries = self._cluster.topology.primaries
+            primaries = self._router.primaries()
             fan = FanOut(slot, fan_out, len(primaries))
             for index, address in enumerate(primaries):
-                self._cluster.relay(address).send(argv, fan.part(index), sink)
+                self._node(address).send(argv, fan.part(index), to)
             return
         try:
-            address = self._cluster.primary_for(self._cluster.keys.slot(argv))
+            address = self._router.primary_for(self._router.command_slot(argv))
         except AIError as exc:
             slot.fill(_error_frame(exc))
-            asyncio.get_running_loop().call_soon(sink.flush)
+            asyncio.get_running_loop().call_soon(to.flush)
             return
-        self._forward(address, argv, slot, sink, MAX_REDIRECTS)
+        self._forward(address, argv, slot, to, MAX_REDIRECTS)
+
+    def _node(self, address: StoreAddress) -> NodeRelay:
+        return cast(NodeRelay, self._router.relay(address))
 
     def _forward(self, address: StoreAddress, argv: list[bytes], slot: ReplySlot, sink: SessionSink,
                  redirects_left: int) -> None:
         def redirect(frame: bytes) -> bytes | None:
-            target, asking = _redirected_to(self._cluster, frame, address)
+            target, asking = _redirected_to(self._router, frame, address)
             if target is None or redirects_left <= 0:
-                return _answered(self._cluster, frame, argv, address)
+                return _answered(self._router, frame, argv, address)
             if asking:
-                self._cluster.relay(target).send([b"ASKING"], ReplySlot(), sink)
+                self._node(target).send([b"ASKING"], ReplySlot(), sink)
             self._forward(target, argv, slot, sink, redirects_left - 1)
             return None
 
-        self._cluster.relay(address).send(argv, ForwardSlot(slot, redirect), sink)
+        self._node(address).send(argv, ForwardSlot(slot, redirect), sink)
+
+    def connections(self) -> list[UpstreamConnection]:
+        """The connections it holds itself (a cluster's are its router's)."""
+        return [] if self._home is None else [self._home]
+
+    def close(self) -> None:
+        if self._home is not None:
+            self._home.close()
 
 
-class ClusterSession:
-    """A client's own connections to the cluster's nodes (see the module docstring)."""
+class ClientSession(Relayer):
+    """A client's own connections to the store's nodes (see the module docstring). ``home``: a single store's
+    one connection; a cluster's are opened per node on first use."""
 
-    def __init__(self, cluster: ClusterState, sink: SessionSink) -> None:
-        self._cluster = cluster
+    def __init__(self, router: Router, sink: SessionSink, home: NodeSession | None = None) -> None:
+        self._router = router
         self._sink = sink
-        self._nodes: dict[tuple[str, int], RedisSession] = {}
+        self._home = home
+        self._nodes: dict[tuple[str, int], NodeSession] = {}  # a cluster's, by node
+        self._all: list[NodeSession] = [] if home is None else [home]
         self._proto = 2
         self._in_multi = False
         self._pinned: StoreAddress | None = None  # the node of the open transaction / WATCHed keys
         self._held: list[tuple[list[bytes], ReplySlot]] = []  # MULTI and keyless commands before a node is known
-        cluster.watch_session(self, self._watched)  # a node that hangs fails its commands in bounded time
+        router.watch_session(self, self._watched)  # a cluster node that hangs fails its commands in bounded time
 
     def subscribed(self) -> bool:
-        return any(node.subscribed() for node in self._nodes.values())
+        for node in self._all:
+            if node.subscribed():
+                return True
+        return False
 
     def subscription_counts(self) -> tuple[int, int, int]:
         """Summed over its nodes: channels and patterns live on one, shard channels on their shards' nodes."""
-        counts = [node.subscription_counts() for node in self._nodes.values()]
+        counts = [node.subscription_counts() for node in self._all]
         return sum(c[0] for c in counts), sum(c[1] for c in counts), sum(c[2] for c in counts)
 
     def blocks_for_ever(self, slot: ReplySlot) -> bool:
         """Whether ``slot``'s command waits on one of its nodes as a blocking command with no timeout."""
-        return any(node.blocks_for_ever(slot) for node in self._nodes.values())
+        return any(node.blocks_for_ever(slot) for node in self._all)
 
     def send(self, argv: list[bytes], slot: ReplySlot) -> None:
+        self._router.route(self, argv, slot, self._sink)
+
+    def straight(self, argv: list[bytes], slot: ReplySlot, sink: object) -> None:
+        home = self._home
+        assert home is not None  # (a router with one node is given one)
+        home.send(argv, slot)
+
+    def routed(self, argv: list[bytes], slot: ReplySlot, sink: object) -> None:
         name = argv[0].lower()
         if name == b"multi" and self._in_multi and self._pinned is None:
             slot.fill(b"-" + msgs.NESTED_MULTI_MSG.encode() + b"\r\n")  # what the node would answer
@@ -212,13 +252,13 @@ class ClusterSession:
             self._in_multi = True
             return self._pinned
         if not self._in_multi and name in _HOME_COMMANDS:
-            return self._cluster.primary_for(None)
-        slot = self._cluster.keys.slot(argv)
+            return self._router.primary_for(None)
+        slot = self._router.command_slot(argv)
         if slot is None:
             if self._pinned is None and self._in_multi and name not in (b"exec", b"discard"):
                 return None
-            return self._pinned or self._cluster.primary_for(None)
-        address = self._cluster.primary_for(slot)
+            return self._pinned or self._router.primary_for(None)
+        address = self._router.primary_for(slot)
         pinned = self._pinned
         if pinned is not None and (self._in_multi or name == b"watch") and \
                 (address.host, address.port) != (pinned.host, pinned.port):
@@ -234,7 +274,7 @@ class ClusterSession:
         holding = [node for node in self._nodes.values() if node.subscription_counts()[2]]
         if not holding:
             try:
-                self._to_node(self._cluster.primary_for(None), argv, slot, 0)
+                self._to_node(self._router.primary_for(None), argv, slot, 0)
             except AIError as exc:  # no primary serves now
                 self._refuse(exc, slot)
             return
@@ -272,11 +312,12 @@ class ClusterSession:
         for argv, slot in held:
             self._to_node(address, argv, slot, 0)
 
-    def _node(self, address: StoreAddress) -> RedisSession:
+    def _node(self, address: StoreAddress) -> NodeSession:
         where = (address.host, address.port)
         session = self._nodes.get(where)
         if session is None:
-            session = self._nodes[where] = RedisSession(self._cluster.address(address), self._sink)
+            session = self._nodes[where] = NodeSession(self._router.address(address), self._sink)
+            self._all.append(session)
             if self._proto != 2:
                 session.set_protocol(self._proto)
         return session
@@ -285,9 +326,9 @@ class ClusterSession:
         """Send ``argv`` to the node; a redirect is followed ``redirects_left`` more times (0: inside MULTI,
         where the node's transaction must see the refusal and fail at EXEC)."""
         def redirect(frame: bytes) -> bytes | None:
-            target, asking = _redirected_to(self._cluster, frame, address)
+            target, asking = _redirected_to(self._router, frame, address)
             if target is None or redirects_left <= 0:
-                return _answered(self._cluster, frame, argv, address)
+                return _answered(self._router, frame, argv, address)
             if argv[0].lower() == b"watch":
                 self._pinned = target  # the transaction that follows goes where the watched keys are
             if asking:
@@ -298,19 +339,19 @@ class ClusterSession:
         self._node(address).send(argv, ForwardSlot(slot, redirect))
 
     def _fan_out(self, name: bytes, argv: list[bytes], slot: ReplySlot) -> None:
-        primaries = self._cluster.topology.primaries
+        primaries = self._router.primaries()
         fan = FanOut(slot, name, len(primaries))
         for index, address in enumerate(primaries):
             self._node(address).send(argv, fan.part(index))
 
     def _scan(self, argv: list[bytes], slot: ReplySlot) -> None:
-        primaries = self._cluster.topology.primaries
+        primaries = self._router.primaries()
         parsed = split_scan_cursor(argv[1]) if len(argv) > 1 else None
         if parsed is not None and parsed[0] >= len(primaries):
             self._refuse(AIError(msgs.INVALID_CURSOR_MSG), slot)
             return
         if parsed is None:
-            self._to_node(self._cluster.primary_for(None), argv, slot, 0)  # the node's own error text
+            self._to_node(self._router.primary_for(None), argv, slot, 0)  # the node's own error text
             return
         index, node_cursor = parsed
         slot.transform = scan_reply_rewriter(index, len(primaries))
@@ -318,14 +359,19 @@ class ClusterSession:
 
     def set_protocol(self, proto: int) -> None:
         self._proto = proto
-        for session in self._nodes.values():
+        for session in self._all:
             session.set_protocol(proto)
 
-    def _watched(self) -> list[tuple[StoreAddress, RedisSession]]:
-        return [(node_address(self._cluster.seed, *where), session) for where, session in self._nodes.items()]
+    def connections(self) -> list[NodeSession]:
+        """Every connection it opened (a single store's stall watch reads them: server/store/stall_watch.py)."""
+        return list(self._all)
+
+    def _watched(self) -> list[tuple[StoreAddress, NodeSession]]:
+        return [(session.address, session) for session in self._nodes.values()]
 
     def close(self) -> None:
-        self._cluster.unwatch_session(self)
-        for session in self._nodes.values():
+        self._router.unwatch_session(self)
+        for session in self._all:
             session.close()
         self._nodes.clear()
+        self._all.clear()
