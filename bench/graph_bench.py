@@ -53,7 +53,7 @@ def fan_ops() -> list[Op]:
     return [*ops, _model_op("dbl", ["c4"], "y")]
 
 
-def _piped(ops: list[Op]) -> list[str]:
+def piped(ops: list[Op]) -> list[str]:
     return [part for op in ops for part in ("|>", *op)]
 
 
@@ -66,13 +66,13 @@ def _keys(ops: list[Op]) -> list[Op]:
 def compare(port: int, name: str, ops: list[Op], requests: int, clients: int = 50) -> list[list[str]]:
     """COMPILED, INTERPRETED and the ad-hoc DAG of ``ops``: one row each, with CPU per run against COMPILED."""
     conn = redis.Redis(port=port)
-    conn.execute_command("AI.GRAPHSTORE", name, "INPUTS", 1, "x", "OUTPUTS", 1, "y", *_piped(ops))
+    conn.execute_command("AI.GRAPHSTORE", name, "INPUTS", 1, "x", "OUTPUTS", 1, "y", *piped(ops))
     conn.close()
     where = target("ours", port)
     runs = {
         "COMPILED": ["AI.GRAPHEXECUTE", name, "INPUTS", "1", "in", "OUTPUTS", "1", "out"],
         "INTERPRETED": ["AI.GRAPHEXECUTE", name, "INPUTS", "1", "in", "OUTPUTS", "1", "out", "MODE", "INTERPRETED"],
-        "ad-hoc AI.DAGEXECUTE": ["AI.DAGEXECUTE", "LOAD", "1", "in", "PERSIST", "1", "out", *_piped(_keys(ops))],
+        "ad-hoc AI.DAGEXECUTE": ["AI.DAGEXECUTE", "LOAD", "1", "in", "PERSIST", "1", "out", *piped(_keys(ops))],
     }
     for command in runs.values():  # warm: models loaded, graph bound, inline estimates measured
         measure(where, command, 500, clients)
@@ -87,7 +87,7 @@ def two_devices(conn: redis.Redis, calls: int) -> list[list[str]]:
     store_two_device_models(conn, blob)
     for name, (first, second) in (("one", ("c0", "c1")), ("two", ("s0", "s1"))):
         conn.execute_command("AI.GRAPHSTORE", name, "INPUTS", 1, "x", "OUTPUTS", 2, "a", "b",
-                             *_piped([_model_op(first, ["x"], "a"), _model_op(second, ["x"], "b")]))
+                             *piped([_model_op(first, ["x"], "a"), _model_op(second, ["x"], "b")]))
 
     def run(name: str) -> Callable[[], object]:
         return lambda: conn.execute_command("AI.GRAPHEXECUTE", name, "INPUTS", 1, "img", "OUTPUTS", 2, "oa", "ob")

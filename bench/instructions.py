@@ -48,6 +48,7 @@ from bench.cluster_bench import one_node
 from bench.common import print_table
 from bench.compiled_bench import MLP_INPUT, ONE_KIB
 from bench.datapath_bench import SHAPE, image, pool_linear_blob
+from bench.graph_bench import chain_ops, piped
 from server.store.cluster_keys import key_slot
 from tests import models
 from tests.cluster_support import local_cluster
@@ -72,6 +73,9 @@ COMMANDS: tuple[tuple[str, Command], ...] = (
     ("AI.TENSORSET 602 KB", ("AI.TENSORSET", "t602", "FLOAT", *IMAGE_DIMS, "BLOB", IMAGE)),
     ("AI.TENSORGET 602 KB BLOB", ("AI.TENSORGET", "img", "BLOB")),
     ("AI.MODELEXECUTE stored 602 KB", ("AI.MODELEXECUTE", "pool", "INPUTS", "1", "img", "OUTPUTS", "1", "pout")),
+    ("GRAPHEXECUTE chain10 COMPILED", ("AI.GRAPHEXECUTE", "chain10", "INPUTS", "1", "in", "OUTPUTS", "1", "out")),
+    ("GRAPHEXECUTE chain10 INTERPRETED", ("AI.GRAPHEXECUTE", "chain10", "INPUTS", "1", "in", "OUTPUTS", "1", "out",
+                                          "MODE", "INTERPRETED")),  # bench.graph_bench's 10-op chain
 )
 CLUSTER_COMMANDS: tuple[tuple[str, Command], ...] = (  # bench.cluster_bench's
     ("AI.TENSORSET 1 KiB", ("AI.TENSORSET", "tensor0", "FLOAT", "256", "BLOB", ONE_KIB)),
@@ -109,6 +113,9 @@ def prepare(conn: redis.Redis) -> None:
     conn.execute_command("AI.MODELSTORE", "mb", "TORCH", "CPU", "BATCHSIZE", 32, "BLOB", models.torch_mlp())
     conn.execute_command("AI.MODELSTORE", "pool", "TORCH", "CPU", "BLOB", pool_linear_blob())
     conn.execute_command("AI.TENSORSET", "img", "FLOAT", *IMAGE_DIMS, "BLOB", IMAGE)
+    conn.execute_command("AI.MODELSTORE", "dbl", "TORCH", "CPU", "BLOB", models.torch_double())
+    conn.execute_command("AI.TENSORSET", "in", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4)
+    conn.execute_command("AI.GRAPHSTORE", "chain10", "INPUTS", 1, "x", "OUTPUTS", 1, "y", *piped(chain_ops()))
     for tensor in ("x", "in0", "{u}x"):
         conn.execute_command("AI.TENSORSET", tensor, "FLOAT", 1, 64, "BLOB", MLP_INPUT)
 
