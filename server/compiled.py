@@ -46,7 +46,7 @@ HOT_MODULES: tuple[str, ...] = (
     "server.store.cluster_relay",
     "server.store.cluster_fanout",
     "server.store.cache",
-    "server.store.cluster_cache",
+    "server.store.nodes",
     "server.store.cluster_state",
     "server.store.atomic",
     "server.commands.args",

@@ -19,6 +19,7 @@ from backends import errors as msgs
 from backends.errors import AIError
 from server.store.cluster_keys import CrossSlot, common_slot
 from server.store.keyspace import StoreLink
+from server.store.nodes import NodeMap
 from server.store.upstream import (
     FrameReader,
     PendingReplies,
@@ -117,10 +118,11 @@ async def _no_replies() -> list[Any]:
     return []
 
 
-class Router:
+class Router(NodeMap):
     """Where the commands of a key go: the shards of the store and the node of each. A cluster's slot map
     (``ClusterState``), or a single store's one node (``OneNode``: ``only`` is its link, and every command goes
-    there). The defaults are a single node's: no slots, no redirects, nothing to refresh."""
+    there). The defaults are a single node's: no slots, no redirects, nothing to refresh, one node numbered 0
+    (``NodeMap``, what the coherent cache asks)."""
 
     def __init__(self, only: RedisLink | None = None) -> None:
         self.only = only
@@ -184,6 +186,9 @@ class OneNode(Router):
 
     def close(self) -> None:
         self._link.close()
+
+    def node_address(self, number: int) -> StoreAddress:
+        return self._link.address
 
 
 def redirect_target(message: str, sender: StoreAddress) -> tuple[str, StoreAddress | None, bool]:

@@ -9,6 +9,7 @@ from typing import Any
 from server.store.atomic import SET_TENSORS, record_run_call
 from server.store.cache import TrackedCache
 from server.store.cluster_keys import SlotTags, key_slot
+from server.store.cluster_link import ClusterLink, OneNode, RedisLink
 from server.store.keyspace import JOIN_WHEN_WAITING, Keyspace
 from server.store.slot_writes import checks_apart
 from server.store.upstream import StoreAddress
@@ -135,10 +136,14 @@ def test_checks_apart_says_what_of_a_run_lies_outside_its_outputs_slot() -> None
     assert checks_apart(None, [OUT_A], (b"{t}m", DIGEST), [near], counts) is None
 
 
+def _one_node(db: int) -> ClusterLink:
+    return ClusterLink(OneNode(RedisLink(StoreAddress(), db)))
+
+
 def test_a_cluster_under_load_reads_inputs_outside_the_outputs_slot() -> None:
     """Inputs in the outputs' slot always come from the cache; one elsewhere only while fewer than
     JOIN_WHEN_WAITING writes with checks apart wait (under load its read gathers concurrent runs)."""
-    keyspace = Keyspace(_NoLink(), 0, TrackedCache(StoreAddress(), 1 << 20), SlotTags())  # on; nothing read
+    keyspace = Keyspace(_NoLink(), 0, TrackedCache(_one_node, 1 << 20), SlotTags())  # on; nothing read
     near, far = [b"{t}x"], [INPUT]
     shared = keyspace._shared
     assert shared is not None
@@ -146,4 +151,4 @@ def test_a_cluster_under_load_reads_inputs_outside_the_outputs_slot() -> None:
     shared.writes_waiting = JOIN_WHEN_WAITING
     assert keyspace.inputs_from_cache(near, [OUT_A, OUT_B])
     assert not keyspace.inputs_from_cache([*near, *far], [OUT_A])
-    assert Keyspace(_NoLink(), 0, TrackedCache(StoreAddress(), 1 << 20)).inputs_from_cache(far, [OUT_A])
+    assert Keyspace(_NoLink(), 0, TrackedCache(_one_node, 1 << 20)).inputs_from_cache(far, [OUT_A])
