@@ -406,29 +406,37 @@ class NodeCaches:
         self.db = db
         self.link = link
         self.router: NodeMap = link.router
-        self.nodes: dict[int, DatabaseCache] = {}
+        self.nodes: list[DatabaseCache | None] = []  # by node number (a list: no number boxed and hashed)
         self._budget = budget
         self.router.on_change(self._map_changed)
         self.router.watch_too(self._watched)
 
     def node(self, number: int) -> DatabaseCache:
         """Node ``number``'s cache of this database, made on first use (its tracking connection on first read)."""
-        found = self.nodes.get(number)
+        found = self.at(number)
         if found is None:
-            found = self.nodes[number] = DatabaseCache(self.router.node_address(number), self.db, self._budget)
+            found = DatabaseCache(self.router.node_address(number), self.db, self._budget)
+            self.nodes += [None] * (number + 1 - len(self.nodes))
+            self.nodes[number] = found
         return found
+
+    def at(self, number: int) -> DatabaseCache | None:
+        """Node ``number``'s cache if it was made (None for UNROUTED, SEVERAL_NODES or a node not read yet)."""
+        return self.nodes[number] if 0 <= number < len(self.nodes) else None
 
     def _map_changed(self) -> None:
         """A new slot map: nothing cached can be trusted to hear of its key's changes any more; the connections of
         nodes that are no longer primaries are closed."""
-        for number, cache in list(self.nodes.items()):
-            cache.clear()
-            if not self.router.serves(number):
-                del self.nodes[number]
-                cache.link.close()
+        for number, cache in enumerate(self.nodes):
+            if cache is not None:
+                cache.clear()
+                if not self.router.serves(number):
+                    self.nodes[number] = None
+                    cache.link.close()
 
     def _watched(self) -> Iterable[tuple[StoreAddress, Watched]]:
-        return [(self.router.node_address(number), cache.link) for number, cache in self.nodes.items()]
+        return [(self.router.node_address(number), cache.link) for number, cache in enumerate(self.nodes)
+                if cache is not None]
 
 
 class TrackedCache:
@@ -538,7 +546,7 @@ class TrackedCache:
     @staticmethod
     def _holds(nodes: NodeCaches, number: int, commands: Sequence[tuple[bytes, ...]], indices: list[int],
                checked: bool) -> bool:
-        cache = nodes.nodes.get(number)
+        cache = nodes.at(number)
         return cache is not None and all(cache.holds(commands[i], checked) for i in indices)
 
     async def _read_group(self, nodes: NodeCaches, number: int, commands: Sequence[tuple[bytes, ...]],
@@ -583,7 +591,7 @@ class TrackedCache:
         number = nodes.router.common_node(commands)
         if number == SEVERAL_NODES:
             return self._held_across(nodes, commands, hits, checked)
-        cache = nodes.nodes.get(number)
+        cache = nodes.at(number)
         if cache is None:
             return None
         replies = cache.held(commands, checked)
@@ -599,7 +607,7 @@ class TrackedCache:
         """``held`` for commands whose keys several nodes serve: each from its node's cache."""
         caches: list[DatabaseCache] = []
         for command in commands:
-            cache = nodes.nodes.get(nodes.router.node_number(command[1]))
+            cache = nodes.at(nodes.router.node_number(command[1]))
             if cache is None or not cache.holds(command, checked):
                 return None
             if cache not in caches and not (checked or self._trusted(cache)):
@@ -624,7 +632,7 @@ class TrackedCache:
         if nodes is None:
             return False
         for key in keys:
-            cache = nodes.nodes.get(nodes.router.node_number(key))
+            cache = nodes.at(nodes.router.node_number(key))
             if cache is None or key not in cache.written:
                 return False
         return True
@@ -676,7 +684,7 @@ class TrackedCache:
     def _copies(self, db: int, key: bytes) -> DatabaseCache | None:
         """The cache that keeps ``key``'s stamped copy, if it was made (the router's ``copy_node``)."""
         nodes = self._dbs.get(db)
-        return nodes.nodes.get(nodes.router.copy_node(key)) if nodes is not None else None
+        return nodes.at(nodes.router.copy_node(key)) if nodes is not None else None
 
     def invalidate_for(self, db: int, argv: Sequence[bytes]) -> None:
         """Before we send ``argv`` to the store: drop what it may change (see the module docstring)."""
@@ -690,9 +698,10 @@ class TrackedCache:
             return
         names = [arg for arg in argv[1:] if len(arg) <= KEY_NAME_LIMIT]
         for nodes in self._dbs.values():  # SELECT inside MULTI, MOVE, COPY … may reach any database
-            for cache in nodes.nodes.values():
-                for name_arg in names:
-                    cache.forget(name_arg)
+            for cache in nodes.nodes:
+                if cache is not None:
+                    for name_arg in names:
+                        cache.forget(name_arg)
 
     def forget(self, db: int, keys: Sequence[bytes], keep_written: bool = False) -> None:
         """``keys`` out of the entries of the node that serves each now, the only ones looked up for it: a new
@@ -702,13 +711,13 @@ class TrackedCache:
         nodes = self._dbs.get(db)
         if nodes is not None:
             for key in keys:
-                cache = nodes.nodes.get(nodes.router.node_number(key))
+                cache = nodes.at(nodes.router.node_number(key))
                 if cache is not None:
                     cache.forget(key, keep_written)
 
     def _caches(self) -> list[DatabaseCache]:
         """Every database's cache on every node."""
-        return [cache for nodes in self._dbs.values() for cache in nodes.nodes.values()]
+        return [cache for nodes in self._dbs.values() for cache in nodes.nodes if cache is not None]
 
     def clear(self) -> None:
         for cache in self._caches():

@@ -327,7 +327,8 @@ def test_a_read_whose_node_groups_were_made_under_an_earlier_map_reads_through_t
     commands = [(b"HMGET", model.encode(), *MODEL_META_FIELDS), (b"GET", a.encode())]
 
     async def read(map_changed: bool) -> tuple[list[Any], list[bool]]:
-        node = nodes.nodes[router.node_number(a.encode())]
+        node = nodes.at(router.node_number(a.encode()))
+        assert node is not None
         value, size = node._entries[commands[1]]
         node._entries[commands[1]] = (b"planted", size)  # what a fill after a map change could leave there
         groups: dict[int, list[int]] = {}
