@@ -9,7 +9,7 @@ output on three different shards of the cluster, then all three in one slot, the
 slot and the model on another shard: hash-tagged tensors, one model key), prints requests/s, p50/p99,
 our server's CPU µs per request (and the store nodes' together), and the ratio to one node of our CPU per
 request. Four servers run at once — in front of one node and of the cluster, each with its default metadata
-cache (on a cluster: one tracking connection per primary, server/store/cluster_cache.py) and with
+cache (on a cluster: one tracking connection per primary, server/store/cache.py) and with
 ``--cache-mb 0`` — and each command is measured on the four back to back, ``--rounds`` times, the order
 rotated each round. Why: a shared VM's speed drifts within minutes, so a ratio of two runs minutes apart
 moves with it. A ratio of two runs seconds apart, taken each round, is less exposed to the drift; the table gives

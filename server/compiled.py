@@ -47,7 +47,7 @@ HOT_MODULES: tuple[str, ...] = (
     "server.store.node_connections",
     "server.store.cluster_fanout",
     "server.store.cache",
-    "server.store.cluster_cache",
+    "server.store.nodes",
     "server.store.cluster_state",
     "server.store.atomic",
     "server.commands.args",

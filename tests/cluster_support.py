@@ -269,5 +269,5 @@ def writes_tensor(conn: redis.Redis, key: str, value: int) -> bool:
 def lose_pushes(server: RunningServer) -> None:
     """Every invalidation push to ``server`` is lost from now on: its cached metadata goes stale (what a push
     still on its way looks like, made to last)."""
-    for cache in server.server.ctx.store.cache._dbs.values():
-        cache.link._on_invalidate = lambda keys: None
+    for link in server.server.ctx.store.cache.tracking_links():
+        link._on_invalidate = lambda keys: None

@@ -1,25 +1,36 @@
 """A coherent in-process cache of model metadata, kept true by the store's client-side caching.
 
-Usage: ``cache = TrackedCache(address, budget_bytes)``; ``await cache.read_many(db, [(b"HMGET", key, *fields)])``
-reads through it; ``cache.invalidate_for(db, argv)`` before a write we send.
+Usage: ``cache = TrackedCache(store.link, budget_bytes)``; ``await cache.read_many(db, [(b"HMGET", key,
+*fields)])`` reads through it; ``cache.invalidate_for(db, argv)`` before a write we send.
+
+Entries are kept per node and database (``DatabaseCache``): a single store is a cluster of one node, with one
+cache per database (SELECT n); a cluster has database 0 on each primary. Which node a key is on comes from
+the router of the database's link (``NodeMap``, server/store/nodes.py: ``node_number``, ``common_node``): a single
+store's answers its one node without hashing; a cluster's (server/store/cluster_state.py) numbers each
+primary and remembers each slot's number until the map changes.
 
 How it stays coherent:
 
-* Misses are read over one **tracking connection** per database: RESP3, ``CLIENT TRACKING ON``. The store
-  remembers every key read there and pushes ``invalidate [key ...]`` on that same connection when the key
-  changes, expires or is evicted (or ``invalidate nil`` on FLUSHALL/FLUSHDB). Reply and push share one
+* Misses are read over one **tracking connection** per database of each node: RESP3, ``CLIENT TRACKING ON``.
+  The store remembers every key read there and pushes ``invalidate [key ...]`` on that same connection when
+  the key changes, expires or is evicted (or ``invalidate nil`` on FLUSHALL/FLUSHDB). Reply and push share one
   connection, so a push for a change made after our read always arrives after its reply. A value is cached
   the moment its reply is parsed, before anything behind it in the same read is applied, so that push
   always finds it and drops it.
 * Only keys without a TTL are cached (the miss reads ``PTTL`` too).
 * Every write this server sends drops the keys it names first (``invalidate_for``: the arguments of a
-  relayed command, the keys of our scripts; FLUSHALL, FLUSHDB, SWAPDB, SCRIPT, FUNCTION and DEBUG drop
-  everything). Before a hit is trusted, a zero-timeout poll of the tracking socket looks for unread pushes,
-  and replies still on their way count as unread: then the request reads from the store. A run's read
-  (``checked``) skips that poll: its write checks what it took (below), so a push on its way at worst makes
-  that write refuse and the run go again. (Every run writes its model's hash, so under load some push is
-  nearly always on its way: with the poll, a run's 602 KB input was read back from the store one run in two.)
-* A dropped tracking connection drops its database's whole cache.
+  relayed command, over every node's entries; ``forget``, an AI write's, over those of the node serving each
+  key now; FLUSHALL, FLUSHDB, SWAPDB, SCRIPT, FUNCTION and DEBUG drop everything). Before a hit is trusted, a
+  zero-timeout poll of the tracking socket looks for unread pushes, and replies still on their way count as
+  unread: then the request reads from the store. A run's read (``checked``) skips that poll: its write checks
+  what it took (below), so a push on its way at worst makes that write refuse and the run go again. (Every run
+  writes its model's hash, so under load some push is nearly always on its way: with the poll, a run's 602 KB
+  input was read back from the store one run in two.)
+* A dropped tracking connection drops its cache, and so does one a cluster's watchdog gives up on (no answer
+  within ``--cluster-node-timeout-ms``: server/store/cluster_watch.py). A new slot map drops every entry (a
+  node that lost a slot no longer tells us of its keys' changes), and the connections of nodes that are no
+  longer primaries are closed. A read a node answers with a redirect (MOVED/ASK) or CLUSTERDOWN is made again
+  through the database's link, which follows it, and the map is read again.
 
 An object's metadata entry (an ``HMGET`` of its hash) is not dropped by a push but marked *unconfirmed*: every
 run writes its object's hash (the AI.INFO counters are fields of it: server/store/atomic.py), so every run
@@ -32,17 +43,19 @@ is dropped by a push, as before.
 That is not enough across servers: the store may send the writer its reply before it sends us the push
 (under load, measured: a read through us right after a write through another server saw the old value).
 So the cache serves only what a later step checks: model metadata, and the input tensors of a run
-(AI.MODELEXECUTE; on a cluster, only inputs in the one slot of the run's outputs). Every output write of a
+(AI.MODELEXECUTE; on a cluster, inputs outside the outputs' slot are checked on their own shard, and taken
+from here only while the server is not under load: ``Keyspace.inputs_from_cache``). Every output write of a
 run checks, inside the store's write script, that the model still has the digest the run used (STALEMODEL
 otherwise) and that every input the run took from here still holds the value it used (STALEINPUT); then
 nothing is written and the run is done again with what the store holds. A tensor we wrote carries a stamp
 (docs/tensor-format.md): its copy here is compared by its first ``STAMPED_PREFIX`` bytes, so it is kept
-whatever its size (``remember_tensors``: the tensors this server wrote or read, tracked or not), and
-AI.TENSORGET answers from it once a GETRANGE of those bytes agrees. A value without a stamp is compared
-byte for byte, so only those up to TENSOR_ENTRY_LIMIT are kept. A DAG's LOAD always reads the store.
+whatever its size (``remember_tensors``: the tensors this server wrote or read, tracked or not; on a single
+store only, ``NodeMap.copy_node``), and AI.TENSORGET answers from it once a GETRANGE of those bytes agrees. A
+value without a stamp is compared byte for byte, so only those up to TENSOR_ENTRY_LIMIT are kept. A DAG's
+LOAD always reads the store.
 
-The budget bounds the bytes held over every database together (least recently used first out); values
-over a quarter of it are never cached. ``--cache-mb 0`` turns the cache off.
+The budget bounds the bytes held over every node and database together (least recently used first out);
+values over a quarter of it are never cached. ``--cache-mb 0`` turns the cache off.
 """
 
 from __future__ import annotations
@@ -52,15 +65,16 @@ import logging
 import select
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import hiredis
 
 from backends import errors as msgs
 from backends.errors import AIError
 from backends.tensor import STAMPED_PREFIX, stamped_prefix
+from server.store.nodes import SEVERAL_NODES, NodeMap
 from server.store.upstream import (
     Hook,
     PendingReplies,
@@ -68,6 +82,7 @@ from server.store.upstream import (
     UpstreamConnection,
     UpstreamProtocol,
     ValueReader,
+    Watched,
     open_upstream,
     pack_command,
 )
@@ -239,6 +254,26 @@ class DatabaseCache:
         self.hits += 1
         return True, found[0]
 
+    def held(self, commands: Sequence[tuple[bytes, ...]], checked: bool) -> list[Any] | None:
+        """The replies of ``commands`` when every one is cached and usable by this read (``holds``' rule); else
+        None. Nothing counted: ``count_hits`` does that once the caller takes them."""
+        entries = self._entries
+        unconfirmed = self._unconfirmed
+        replies: list[Any] = []
+        for command in commands:
+            found = entries.get(command)
+            if found is None or (unconfirmed and command in unconfirmed and not self._usable_unconfirmed(
+                    command, checked)):
+                return None
+            replies.append(found[0])
+        return replies
+
+    def count_hits(self, commands: Sequence[tuple[bytes, ...]]) -> None:
+        """``held``'s replies were taken: each a hit, and the most recently used."""
+        for command in commands:
+            self._entries.move_to_end(command)
+        self.hits += len(commands)
+
     def _usable_unconfirmed(self, entry: tuple[bytes, ...], checked: bool) -> bool:
         """An unconfirmed entry serves only a checked read, and only for ``CONFIRM_WITHIN_S`` after its push."""
         return checked and time.monotonic() - self._unconfirmed[entry] < CONFIRM_WITHIN_S
@@ -352,13 +387,65 @@ class DatabaseCache:
         self._entries.clear()
 
 
-class TrackedCache:
-    """Every database's cache of one store (see the module docstring)."""
+class RoutedLink(Protocol):
+    """What the cache asks of a database's link (``ClusterLink``, server/store/cluster_link.py): its router, and
+    the reads a node would not answer, sent again the way that follows redirects."""
 
-    def __init__(self, address: StoreAddress, budget: int) -> None:
-        self.address = address
+    @property
+    def router(self) -> NodeMap: ...
+
+    def pipeline(self, commands: list[list[bytes]]) -> Awaitable[list[Any]]: ...
+
+
+class NodeCaches:
+    """One database's caches, one per node that serves its keys (a single store: its one node; a cluster: every
+    primary's database 0), with the router that says which node a key is on and the database's link, which reads
+    again what a node would not answer (it follows redirects)."""
+
+    def __init__(self, db: int, link: RoutedLink, budget: Budget) -> None:
+        self.db = db
+        self.link = link
+        self.router: NodeMap = link.router
+        self.nodes: list[DatabaseCache | None] = []  # by node number (a list: no number boxed and hashed)
+        self._budget = budget
+        self.router.on_change(self._map_changed)
+        self.router.watch_too(self._watched)
+
+    def node(self, number: int) -> DatabaseCache:
+        """Node ``number``'s cache of this database, made on first use (its tracking connection on first read)."""
+        found = self.at(number)
+        if found is None:
+            found = DatabaseCache(self.router.node_address(number), self.db, self._budget)
+            self.nodes += [None] * (number + 1 - len(self.nodes))
+            self.nodes[number] = found
+        return found
+
+    def at(self, number: int) -> DatabaseCache | None:
+        """Node ``number``'s cache if it was made (None for UNROUTED, SEVERAL_NODES or a node not read yet)."""
+        return self.nodes[number] if 0 <= number < len(self.nodes) else None
+
+    def _map_changed(self) -> None:
+        """A new slot map: nothing cached can be trusted to hear of its key's changes any more; the connections of
+        nodes that are no longer primaries are closed."""
+        for number, cache in enumerate(self.nodes):
+            if cache is not None:
+                cache.clear()
+                if not self.router.serves(number):
+                    self.nodes[number] = None
+                    cache.link.close()
+
+    def _watched(self) -> Iterable[tuple[StoreAddress, Watched]]:
+        return [(self.router.node_address(number), cache.link) for number, cache in enumerate(self.nodes)
+                if cache is not None]
+
+
+class TrackedCache:
+    """Every database's cache on every node of the store (see the module docstring)."""
+
+    def __init__(self, links: Callable[[int], RoutedLink], budget: int) -> None:
+        self._links = links
         self._budget = Budget(budget)
-        self._dbs: dict[int, DatabaseCache] = {}
+        self._dbs: dict[int, NodeCaches] = {}
 
     @property
     def budget(self) -> int:
@@ -368,21 +455,48 @@ class TrackedCache:
     def enabled(self) -> bool:
         return self._budget.limit > 0
 
-    def _db(self, db: int) -> DatabaseCache:
+    def _db(self, db: int) -> NodeCaches:
         found = self._dbs.get(db)
         if found is None:
-            found = self._dbs[db] = DatabaseCache(self.address, db, self._budget)
+            found = self._dbs[db] = NodeCaches(db, self._links(db), self._budget)
         return found
 
     async def read_many(self, db: int, commands: Sequence[tuple[bytes, ...]],
                         hits: list[bool] | None = None, checked: bool = False) -> list[Any]:
         """GET key / HMGET key field... replies, from the cache where it holds them and is up to date, the rest
-        in one round trip over the tracking connection (and cached when the key has no TTL). ``hits``, when
-        given, gets one flag per command: whether its reply came from the cache. ``checked``: the caller's write
-        checks what it took (a run's digest and input checks), so unconfirmed metadata entries serve it too
-        (see the module docstring)."""
-        cache = self._db(db)
-        replies: list[Any] = [None] * len(commands)
+        in one round trip over the tracking connection of each key's node (the nodes in parallel; cached when the
+        key has no TTL); a read a node answers with a redirect or CLUSTERDOWN (the map changed under us), or
+        whose slot no node serves, goes through the database's link instead. ``hits``, when given, gets one flag
+        per command: whether its reply came from the cache. ``checked``: the caller's write checks what it took
+        (a run's digest and input checks), so unconfirmed metadata entries serve it too (see the module
+        docstring)."""
+        nodes = self._db(db)
+        number = nodes.router.common_node(commands)
+        try:
+            if number >= 0:  # one node serves every key: its cache, its misses in one read (no coroutine more)
+                cache = nodes.node(number)
+                replies: list[Any] = [None] * len(commands)
+                misses = self._from_cache(cache, commands, replies, hits, checked)
+                if misses:
+                    wire, hooks = _miss_reads(cache, commands, misses, checked)
+                    _fill(replies, misses, await cache.link.read(wire, hooks))
+            else:
+                replies = await self._read_spread(nodes, commands, hits, checked)
+        except TrackingRefused as exc:
+            log.warning("%s; the in-process cache is off", exc.message)
+            self._budget.limit = 0
+            raise
+        except AIError:
+            nodes.router.request_refresh()  # a node's tracking connection lost: a replica may be taking over
+            raise
+        if _any_moved_on(replies):
+            await self._read_again(nodes, commands, replies, hits)
+        return replies
+
+    def _from_cache(self, cache: DatabaseCache, commands: Sequence[tuple[bytes, ...]], replies: list[Any],
+                    hits: list[bool] | None, checked: bool) -> list[int]:
+        """``replies`` of the commands ``cache`` holds for this read, each counted as a hit or a miss; the
+        indices of the misses."""
         misses: list[int] = []
         usable = checked or self._trusted(cache)
         for index, command in enumerate(commands):
@@ -393,61 +507,143 @@ class TrackedCache:
                 replies[index] = value
             else:
                 misses.append(index)
-        if misses:
-            wire: list[list[bytes]] = []
-            hooks: list[Hook | None] = []
-            for index in misses:
-                wire += [[*commands[index]], [b"PTTL", commands[index][1]]]
-                hooks += cache.fill_hooks(commands[index])
-                if checked:
-                    cache.reading_again(commands[index])
-            try:
-                answers = await cache.link.read(wire, hooks)
-            except TrackingRefused as exc:
-                log.warning("%s; the in-process cache is off", exc.message)
-                self._budget.limit = 0
-                raise
-            for position, index in enumerate(misses):
-                replies[index] = answers[2 * position]
+        return misses
+
+    async def _read_spread(self, nodes: NodeCaches, commands: Sequence[tuple[bytes, ...]],
+                           hits: list[bool] | None, checked: bool) -> list[Any]:
+        """``read_many`` of commands whose keys several nodes serve (or none does): grouped by node."""
+        groups: dict[int, list[int]] = {}
+        for index, command in enumerate(commands):
+            groups.setdefault(nodes.router.node_number(command[1]), []).append(index)
+        found = [False] * len(commands)
+        replies = await self._read_groups(nodes, commands, groups, found, nodes.router.numbering(), checked)
+        if hits is not None:
+            hits.extend(found)
         return replies
+
+    async def _read_groups(self, nodes: NodeCaches, commands: Sequence[tuple[bytes, ...]],
+                           groups: dict[int, list[int]], found: list[bool], grouped_under: object,
+                           checked: bool) -> list[Any]:
+        """Every node's group; one whose entries are all held is read at once (no Task), the others in
+        parallel. ``grouped_under``: the router's numbering the groups' node numbers came from (a new map makes
+        a new one): a group reached after the map changed is read through the link (``_read_group``)."""
+        replies: list[Any] = [None] * len(commands)
+        held = [number for number, indices in groups.items() if self._holds(nodes, number, commands, indices, checked)]
+        waits = [number for number in groups if number not in held]
+        parts = [await self._read_group(nodes, number, commands, groups[number], found, grouped_under, checked)
+                 for number in held]
+        if len(waits) == 1:
+            parts.append(await self._read_group(nodes, waits[0], commands, groups[waits[0]], found, grouped_under,
+                                                checked))
+        elif waits:
+            parts += await asyncio.gather(*(self._read_group(nodes, number, commands, groups[number], found,
+                                                             grouped_under, checked) for number in waits))
+        for number, part in zip([*held, *waits], parts, strict=True):
+            for position, index in enumerate(groups[number]):
+                replies[index] = part[position]
+        return replies
+
+    @staticmethod
+    def _holds(nodes: NodeCaches, number: int, commands: Sequence[tuple[bytes, ...]], indices: list[int],
+               checked: bool) -> bool:
+        cache = nodes.at(number)
+        return cache is not None and all(cache.holds(commands[i], checked) for i in indices)
+
+    async def _read_group(self, nodes: NodeCaches, number: int, commands: Sequence[tuple[bytes, ...]],
+                          indices: list[int], found: list[bool], grouped_under: object, checked: bool) -> list[Any]:
+        """One node's part of a read. Through the link when its node number is not the current map's (an
+        earlier group's read waited across a map change): that node's cache may hold an entry filled after the
+        change, which no write of ours forgets there (``forget`` drops the serving node's only)."""
+        mine = [commands[i] for i in indices]
+        if number < 0 or grouped_under is not nodes.router.numbering():
+            return await nodes.link.pipeline([list(command) for command in mine])
+        cache = nodes.node(number)
+        replies: list[Any] = [None] * len(mine)
+        hits: list[bool] = []
+        misses = self._from_cache(cache, mine, replies, hits, checked)
+        if misses:
+            wire, hooks = _miss_reads(cache, mine, misses, checked)
+            _fill(replies, misses, await cache.link.read(wire, hooks))
+        for position, index in enumerate(indices):
+            found[index] = hits[position]
+        return replies
+
+    async def _read_again(self, nodes: NodeCaches, commands: Sequence[tuple[bytes, ...]], replies: list[Any],
+                          hits: list[bool] | None) -> None:
+        """The reads a node would not answer for their slot (MOVED/ASK, CLUSTERDOWN), through the link, which
+        follows them; the map is read again."""
+        again = [i for i, reply in enumerate(replies) if _moved_on(reply)]
+        nodes.router.request_refresh()
+        answers = await nodes.link.pipeline([list(commands[i]) for i in again])
+        for index, answer in zip(again, answers, strict=True):
+            replies[index] = answer
+            if hits is not None:
+                hits[index] = False
 
     def held(self, db: int, commands: Sequence[tuple[bytes, ...]], hits: list[bool] | None = None,
              checked: bool = False) -> list[Any] | None:
-        """Every reply from the cache, when it holds them all and is up to date (``read_many``'s hits, without
-        its coroutine: a request's usual case); else None, and nothing counted. ``checked`` as ``read_many``'s."""
-        cache = self._dbs.get(db)
+        """Every reply from the cache of the node serving its key, when each holds its part, up to date
+        (``read_many``'s hits, without its coroutine: a request's usual case); else None, and nothing counted.
+        ``checked`` as ``read_many``'s."""
+        nodes = self._dbs.get(db)
+        if nodes is None:
+            return None
+        number = nodes.router.common_node(commands)
+        if number == SEVERAL_NODES:
+            return self._held_across(nodes, commands, hits, checked)
+        cache = nodes.at(number)
         if cache is None:
             return None
-        for command in commands:
-            if not cache.holds(command, checked):
-                return None
-        if not self._trusted_for(cache, checked):
+        replies = cache.held(commands, checked)
+        if replies is None or not (checked or self._trusted(cache)):
             return None
-        replies = [cache.lookup(command, checked)[1] for command in commands]
+        cache.count_hits(commands)
+        if hits is not None:
+            hits.extend([True] * len(commands))
+        return replies
+
+    def _held_across(self, nodes: NodeCaches, commands: Sequence[tuple[bytes, ...]], hits: list[bool] | None,
+                     checked: bool) -> list[Any] | None:
+        """``held`` for commands whose keys several nodes serve: each from its node's cache."""
+        caches: list[DatabaseCache] = []
+        for command in commands:
+            cache = nodes.at(nodes.router.node_number(command[1]))
+            if cache is None or not cache.holds(command, checked):
+                return None
+            if cache not in caches and not (checked or self._trusted(cache)):
+                return None  # (a node's connection polled once, however many of its keys are asked)
+            caches.append(cache)
+        replies = [caches[i].lookup(commands[i], checked)[1] for i in range(len(commands))]
         if hits is not None:
             hits.extend([True] * len(commands))
         return replies
 
     @staticmethod
     def _trusted(cache: DatabaseCache) -> bool:
-        """No reply is on its way and no push waits unread: else a push for an entry may be on its way."""
+        """No reply is on its way and no push waits unread: else a push for an entry may be on its way. (A checked
+        read needs no poll: its write checks the model's digest and every input it took: a push on its way makes
+        that write refuse, and the run goes again.)"""
         return not cache.link.busy and not cache.link.has_unread_data()
-
-    def _trusted_for(self, cache: DatabaseCache, checked: bool) -> bool:
-        """Whether ``cache`` may answer now: a checked read needs no poll (its write checks the model's digest and
-        every input it took: a push on its way makes that write refuse, and the run goes again); else
-        ``_trusted``."""
-        return checked or self._trusted(cache)
 
     def known_tensors(self, db: int, keys: Sequence[bytes]) -> bool:
         """Whether we wrote a tensor to each of ``keys`` and no write we saw since touched them: an output
         type check a run can skip (the write itself checks again, atomically)."""
-        cache = self._dbs.get(db)
-        return cache is not None and all(key in cache.written for key in keys)
+        nodes = self._dbs.get(db)
+        if nodes is None:
+            return False
+        for key in keys:
+            cache = nodes.at(nodes.router.node_number(key))
+            if cache is None or key not in cache.written:
+                return False
+        return True
 
     def note_written(self, db: int, keys: Sequence[bytes]) -> None:
         if self.enabled:
-            self._db(db).note_written(keys)
+            nodes = self._db(db)
+            for key in keys:
+                number = nodes.router.node_number(key)
+                if number >= 0:
+                    nodes.node(number).note_written_key(key)
 
     def remember_tensors(self, db: int, keys: Sequence[bytes], values: Sequence[Any]) -> None:
         """Keep the big stamped tensors this server just wrote (or read) at ``keys``: a run takes them as inputs,
@@ -457,14 +653,15 @@ class TrackedCache:
             return
         for key, value in zip(keys, values, strict=True):
             if isinstance(value, bytes) and len(value) > TENSOR_ENTRY_LIMIT and stamped_prefix(value) is not None:
-                cache = self._cache_for(db, key)
-                if cache is not None:
-                    cache.remember((b"GET", key), key, value, _size(value))
+                nodes = self._db(db)
+                number = nodes.router.copy_node(key)
+                if number >= 0:
+                    nodes.node(number).remember((b"GET", key), key, value, _size(value))
 
     def stamped_copy(self, db: int, key: bytes) -> bytes | None:
         """Our copy of the stamped tensor at ``key`` (None: none held); still to be checked against the store
         (``still_stored``), which also sees any push on its way: no zero-timeout poll needed here."""
-        cache = self._cache_for(db, key)
+        cache = self._copies(db, key)
         value = cache.peek((b"GET", key)) if cache is not None else None
         if cache is None or not isinstance(value, bytes) or len(value) <= TENSOR_ENTRY_LIMIT:
             return None
@@ -478,15 +675,16 @@ class TrackedCache:
         connection, so the key is tracked from then on and a write by any client of the store drops the copy.
         A push that came in before that reply (a write made before the GETRANGE) has dropped it: so the copy
         must still be held after the reply too."""
-        cache = self._cache_for(db, key)
+        cache = self._copies(db, key)
         if cache is None:
             return False
         (head,) = await cache.link.read([[b"GETRANGE", key, b"0", _STAMP_END]])
         return head == copy[:STAMPED_PREFIX] and self.stamped_copy(db, key) is copy
 
-    def _cache_for(self, db: int, key: bytes) -> DatabaseCache | None:
-        """The cache ``key``'s entries live in (a cluster: its node's)."""
-        return self._db(db)
+    def _copies(self, db: int, key: bytes) -> DatabaseCache | None:
+        """The cache that keeps ``key``'s stamped copy, if it was made (the router's ``copy_node``)."""
+        nodes = self._dbs.get(db)
+        return nodes.at(nodes.router.copy_node(key)) if nodes is not None else None
 
     def invalidate_for(self, db: int, argv: Sequence[bytes]) -> None:
         """Before we send ``argv`` to the store: drop what it may change (see the module docstring)."""
@@ -499,18 +697,30 @@ class TrackedCache:
             self.clear()
             return
         names = [arg for arg in argv[1:] if len(arg) <= KEY_NAME_LIMIT]
-        for cache in self._dbs.values():  # SELECT inside MULTI, MOVE, COPY … may reach any database
-            for name_arg in names:
-                cache.forget(name_arg)
+        for nodes in self._dbs.values():  # SELECT inside MULTI, MOVE, COPY … may reach any database
+            for cache in nodes.nodes:
+                if cache is not None:
+                    for name_arg in names:
+                        cache.forget(name_arg)
 
     def forget(self, db: int, keys: Sequence[bytes], keep_written: bool = False) -> None:
-        cache = self._dbs.get(db)
-        if cache is not None:
+        """``keys`` out of the entries of the node that serves each now, the only ones looked up for it: a new
+        slot map empties every node's entries (``NodeCaches._map_changed``), so an entry filled with another node
+        under an earlier map — a read answered after the change — is never read (a read whose groups were made
+        under the earlier map goes on through the link: ``_read_group``), and is gone at the next change."""
+        nodes = self._dbs.get(db)
+        if nodes is not None:
             for key in keys:
-                cache.forget(key, keep_written)
+                cache = nodes.at(nodes.router.node_number(key))
+                if cache is not None:
+                    cache.forget(key, keep_written)
+
+    def _caches(self) -> list[DatabaseCache]:
+        """Every database's cache on every node."""
+        return [cache for nodes in self._dbs.values() for cache in nodes.nodes if cache is not None]
 
     def clear(self) -> None:
-        for cache in self._dbs.values():
+        for cache in self._caches():
             cache.clear()
 
     @property
@@ -520,17 +730,50 @@ class TrackedCache:
 
     def stats(self) -> tuple[int, int, int]:
         """(hits, misses, entries) over every database, for INFO."""
-        return (sum(c.hits for c in self._dbs.values()), sum(c.misses for c in self._dbs.values()),
-                sum(len(c._entries) for c in self._dbs.values()))
+        caches = self._caches()
+        return (sum(c.hits for c in caches), sum(c.misses for c in caches), sum(len(c._entries) for c in caches))
 
     def tracking_links(self) -> list[TrackingLink]:
-        """Each database's tracking connection (the stall watch's view of them)."""
-        return [cache.link for cache in self._dbs.values()]
+        """Each database's tracking connection on each node (the stall watch's view of them)."""
+        return [cache.link for cache in self._caches()]
 
     def close(self) -> None:
-        for cache in self._dbs.values():
+        for cache in self._caches():
             cache.link.close()
         self._dbs.clear()
+
+
+def _miss_reads(cache: DatabaseCache, commands: Sequence[tuple[bytes, ...]], misses: list[int],
+                checked: bool) -> tuple[list[list[bytes]], list[Hook | None]]:
+    """The reads of the missed commands, each with ``PTTL key``, and the hooks that cache their replies."""
+    wire: list[list[bytes]] = []
+    hooks: list[Hook | None] = []
+    for index in misses:
+        wire += [[*commands[index]], [b"PTTL", commands[index][1]]]
+        hooks += cache.fill_hooks(commands[index])
+        if checked:
+            cache.reading_again(commands[index])
+    return wire, hooks
+
+
+def _fill(replies: list[Any], misses: list[int], answers: list[Any]) -> None:
+    """The missed commands' replies from the read of ``_miss_reads`` (each followed by its PTTL's)."""
+    for position, index in enumerate(misses):
+        replies[index] = answers[2 * position]
+
+
+def _any_moved_on(replies: list[Any]) -> bool:
+    """Whether a node would not answer any of ``replies`` (an index loop: ``any`` of a generator builds one)."""
+    for i in range(len(replies)):
+        if _moved_on(replies[i]):
+            return True
+    return False
+
+
+def _moved_on(reply: Any) -> bool:
+    """A read the node would not answer for its slot (MOVED/ASK, CLUSTERDOWN): the link's to follow."""
+    return isinstance(reply, AIError) and reply.message.startswith(
+        (msgs.MOVED_PREFIX, msgs.ASK_PREFIX, msgs.CLUSTERDOWN_PREFIX))
 
 
 def _size(value: Any) -> int:

@@ -8,7 +8,7 @@ its inputs and its outputs may live on three shards. What that means for atomici
 ("Redis Cluster").
 
 A cluster has only database 0. Model metadata is cached as on one node, with one tracking connection per
-primary (server/store/cluster_cache.py); so do a run's input tensors, which the output write checks in its own
+primary (server/store/cache.py); so are a run's input tensors, which the output write checks in its own
 script when they share its slot, else by a check on their shard in the same round trip (under load, those
 are read instead: ``Keyspace.inputs_from_cache``).
 """
@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from backends import errors as msgs
 from backends.errors import AIError
 from server.store.cache import TrackedCache
-from server.store.cluster_cache import ClusterCache
 from server.store.cluster_link import ClusterLink
 from server.store.cluster_state import ClusterState
 from server.store.keyspace import load_scripts, status_text
@@ -41,7 +40,7 @@ class ClusterStore:
         self.default_db = 0
         self.cluster = ClusterState(self.address, [_seed(s) for s in extra_seeds], node_timeout_ms)
         self._link = ClusterLink(self.cluster)
-        self.cache: TrackedCache = ClusterCache(self.cluster, self._link, cache_bytes)
+        self.cache = TrackedCache(self.link, cache_bytes)  # server/store/cache.py
         self._relay = SharedRelay(self.cluster)
 
     async def start(self) -> None:

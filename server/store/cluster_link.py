@@ -23,6 +23,7 @@ from backends.errors import AIError
 from server.protocol.slot import ReplySlot
 from server.store.atomic import ScriptCall
 from server.store.cluster_keys import CrossSlot, common_slot
+from server.store.nodes import NodeMap
 from server.store.slot_writes import WritePlan, one_write
 from server.store.upstream import (
     FrameReader,
@@ -117,11 +118,12 @@ async def _no_replies() -> list[Any]:
     return []
 
 
-class Router:
+class Router(NodeMap):
     """Where the commands of a key go: the shards of the store and the node of each. A cluster's slot map
     (``ClusterState``), or a single store's one node (``OneNode``: ``only`` is its link, and every command goes
-    there). The defaults are a single node's: no slots, no redirects, nothing to refresh; a derived key needs no
-    hash tag, and a write is one script call (the keyspace asks these, never which kind of store it is on)."""
+    there). The defaults are a single node's: no slots, no redirects, nothing to refresh, one node numbered 0
+    (``NodeMap``, what the coherent cache asks); a derived key needs no hash tag, and a write is one script call
+    (the keyspace asks these, never which kind of store it is on)."""
 
     def __init__(self, only: RedisLink | None = None) -> None:
         self.only = only
@@ -233,6 +235,8 @@ class OneNode(Router):
 
     def primaries(self) -> Sequence[StoreAddress]:
         return [self._link.address]
+    def node_address(self, number: int) -> StoreAddress:
+        return self._link.address
 
 
 def redirect_target(message: str, sender: StoreAddress) -> tuple[str, StoreAddress | None, bool]:

@@ -6,7 +6,8 @@ it); one runs at a time, and a burst of MOVED replies costs one. It is the links
 (server/store/cluster_link.py): the slot of a command, the primary of a slot, each node's link. A node that
 leaves a command unanswered too long is
 given up on (server/store/cluster_watch.py); ``on_change`` callbacks hear of every new map (the metadata
-cache drops what it holds: server/store/cluster_cache.py).
+cache drops what it holds: server/store/cache.py). Each primary gets a small number, and each slot's number is
+looked up once per map (``node_number``): the cache keeps each node's entries apart by it.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from backends import errors as msgs
 from backends.errors import AIError
 from server.protocol.slot import ReplySlot
 from server.store.atomic import ScriptCall
-from server.store.cluster_keys import CrossSlot, KeyFinder, SlotTags
+from server.store.cluster_keys import SLOTS, CrossSlot, KeyFinder, SlotTags
 from server.store.cluster_link import RedisLink, Relayer, Router
-from server.store.cluster_link import is_redirect as is_redirect  # (server/store/cluster_cache.py imports it here)
 from server.store.cluster_topology import Topology, node_address, parse_shards, parse_slots
 from server.store.cluster_watch import HungNodeWatch
 from server.store.deadline import within
 from server.store.node_connections import NodeRelay
+from server.store.nodes import SEVERAL_NODES, UNROUTED
 from server.store.slot_writes import WritePlan, slot_write_plan
 from server.store.upstream import StoreAddress, Watched
 
@@ -35,6 +36,7 @@ REFRESH_GAP_S: Final = 0.05  # at most one topology read per 50 ms: a failover's
 REFRESH_EVERY_S: Final = 5.0  # and one every 5 s regardless: a primary that hangs (no error, no MOVED) is noticed
 TOPOLOGY_TIMEOUT_S: Final = 2.0  # a node that does not answer the map query within this is skipped
 LINK_MEMO_SIZE: Final = 256  # address objects whose link is known by identity, before that memo starts over
+UNKNOWN: Final = -3  # a slot's node number not looked up since the map last changed
 
 
 class ClusterState(Router):
@@ -68,6 +70,9 @@ class ClusterState(Router):
         self._on_change: list[Callable[[], None]] = []
         self._watched: list[Callable[[], Iterable[tuple[StoreAddress, Watched]]]] = []
         self._sessions: dict[int, Callable[[], Iterable[tuple[StoreAddress, Watched]]]] = {}  # clients' own
+        self._numbers: dict[tuple[str, int], int] = {}  # each node's number (``node_number``), kept across maps
+        self._numbered: list[StoreAddress] = []  # the node of each number
+        self._slot_numbers = [UNKNOWN] * SLOTS  # each slot's node number, looked up once per map
 
     def watch_too(self, source: Callable[[], Iterable[tuple[StoreAddress, Watched]]]) -> None:
         """More connections for the hung-node watchdog (the metadata cache's tracking connections)."""
@@ -251,6 +256,7 @@ class ClusterState(Router):
     def _take(self, topology: Topology) -> None:
         if topology != self.topology:  # the same map keeps its objects (and their links known by identity)
             self.topology = topology
+            self._slot_numbers = [UNKNOWN] * SLOTS
             for callback in self._on_change:
                 callback()
 
@@ -334,6 +340,50 @@ class ClusterState(Router):
 
     def command_slot(self, argv: list[bytes]) -> int | None:
         return self.keys.slot(argv)
+    def node_number(self, key: bytes) -> int:
+        """The number of the primary serving ``key`` now (UNROUTED when none does); remembered per slot until the
+        map changes (several lookups a request: the reads, the write's forget and note)."""
+        slot = self.tags.slot(key)
+        number = self._slot_numbers[slot]
+        if number == UNKNOWN:
+            number = self._slot_numbers[slot] = self._number_of(slot)
+        return number
+
+    def _number_of(self, slot: int) -> int:
+        try:
+            address = self.primary_for(slot)
+        except AIError:
+            return UNROUTED
+        where = (address.host, address.port)
+        number = self._numbers.get(where)
+        if number is None:
+            number = self._numbers[where] = len(self._numbered)
+            self._numbered.append(address)
+        return number
+
+    def common_node(self, commands: Sequence[tuple[bytes, ...]]) -> int:
+        if not commands:
+            return UNROUTED
+        number = self.node_number(commands[0][1])
+        for i in range(1, len(commands)):
+            if self.node_number(commands[i][1]) != number:
+                return SEVERAL_NODES
+        return number
+
+    def copy_node(self, key: bytes) -> int:
+        """None: on a cluster the tensors we write or TENSORGET reads are not kept as stamped copies (yet); a run's
+        inputs are cached when read, as GET replies, and checked by their stamp all the same."""
+        return UNROUTED
+
+    def node_address(self, number: int) -> StoreAddress:
+        return self._numbered[number]
+
+    def serves(self, number: int) -> bool:
+        node = self._numbered[number]
+        return any(address.host == node.host and address.port == node.port for address in self.topology.primaries)
+
+    def numbering(self) -> object:
+        return self._slot_numbers
 
 
 class _Channel(Watched, Protocol):

@@ -22,8 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
-from server.store.upstream import StoreAddress
-from server.store.upstream import Watched as Watched  # (server/store/cluster_cache.py imports it here)
+from server.store.upstream import StoreAddress, Watched
 
 TICKS_PER_TIMEOUT = 4
 

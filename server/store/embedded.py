@@ -70,7 +70,7 @@ class EmbeddedStore(RedisStore):
         """Start the child, wait for its PONG, then check our own link to it (RedisStore.start)."""
         await self.process.start()
         self._started_at = time.monotonic()
-        self.address = self.cache.address = StoreAddress(path=self.process.socket_path)
+        self.address = StoreAddress(path=self.process.socket_path)
         self.process.watch(asyncio.get_running_loop(), self._exited)
         await super().start()
 

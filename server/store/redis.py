@@ -64,7 +64,7 @@ class RedisStore:
         self.default_db = self.address.db
         self._links = LinksByDatabase(lambda db: ClusterLink(OneNode(RedisLink(self.address, db))))
         self._relays = LinksByDatabase(lambda db: SharedRelay(self.link(db).router, NodeRelay(self.address, db)))
-        self.cache = TrackedCache(self.address, cache_bytes)  # server/store/cache.py
+        self.cache = TrackedCache(self.link, cache_bytes)  # server/store/cache.py
 
     async def start(self) -> None:
         """Fail fast at start when the store cannot be reached or refuses our login — or, for the URL's database,

@@ -84,8 +84,8 @@ def test_a_model_restored_through_another_server_is_never_run_stale(
 
 def _drop_pushes(server: RunningServer) -> None:
     """Lose every invalidation push from now on: whatever our cache holds goes stale."""
-    for cache in server.server.ctx.store.cache._dbs.values():
-        cache.link._on_invalidate = lambda keys: None
+    for link in server.server.ctx.store.cache.tracking_links():
+        link._on_invalidate = lambda keys: None
 
 
 def _ran_add_then_lost_pushes(ours: redis.Redis, server: RunningServer) -> None:
@@ -377,7 +377,7 @@ def test_a_cached_input_deleted_or_retyped_meanwhile_answers_the_stores_error(
         ours.execute_command("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", ONE_TWO)
         for _ in range(2):  # the second run takes "a" from the cache
             ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "c")
-        links = [cache.link for cache in server.server.ctx.store.cache._dbs.values()]
+        links = server.server.ctx.store.cache.tracking_links()
         saved = [link._on_invalidate for link in links]
         _drop_pushes(server)
         change()

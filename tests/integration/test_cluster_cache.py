@@ -1,4 +1,4 @@
-"""The coherent model-metadata cache on a Redis Cluster (server/store/cluster_cache.py): repeated runs read the
+"""The coherent model-metadata cache on a Redis Cluster (server/store/cache.py): repeated runs read the
 model's metadata from it, and a model re-stored through another server in front of the same cluster is never
 run stale — even with this server's invalidation pushes lost, and even when the model's slot holds no output
 (its digest is then checked alone on its own shard), and when the model's slot moved meanwhile."""
@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from backends.objects import MODEL_META_FIELDS
-from server.store.cluster_cache import ClusterCache
+from server.store.cache import NodeCaches
 from server.store.cluster_keys import key_slot
 from tests.cluster_support import LocalCluster, assign_slot, keys_on_three_shards, lose_pushes, owner, served_by
 from tests.models import torch_add, torch_matmul, torch_mul
@@ -292,7 +292,7 @@ def test_an_error_computed_from_a_stale_cached_model_is_never_answered(
 def test_a_write_through_this_server_drops_what_it_cached_of_the_key_with_every_push_lost(
         cluster_servers: tuple[RunningServer, RunningServer], run_layout: tuple[str, str, str, str]) -> None:
     """Our own AI.MODELSTORE and AI.TENSORSET drop the written key's entries from the cache of the node that
-    serves it (``ClusterCache.forget``), pushes or no pushes: the next run reads both again — no cache hit
+    serves it (``TrackedCache.forget``), pushes or no pushes: the next run reads both again — no cache hit
     for them, no stale value to be checked and redone — and answers the new model on the new input."""
     model, a, b, c = run_layout
     conn = cluster_servers[0].client()
@@ -313,7 +313,7 @@ def test_a_read_whose_node_groups_were_made_under_an_earlier_map_reads_through_t
     """A read of keys on several nodes groups them by the map of the moment; should the map change while one
     group's read waits, the later groups are read through the cluster link, not from the caches of nodes
     numbered under the earlier map — where an entry filled after the change may sit that no write of ours
-    forgets (``ClusterCache.forget`` drops the serving node's entries only). Here such an entry is planted:
+    forgets (``TrackedCache.forget`` drops the serving node's entries only). Here such an entry is planted:
     read with the groups' map current, it is answered from the cache; with the map changed since, from the
     store."""
     model, a, b, c = layout
@@ -321,20 +321,23 @@ def test_a_read_whose_node_groups_were_made_under_an_earlier_map_reads_through_t
     conn = server.client()
     _hits_of_five_runs(conn, model, a, b, c)  # the model's metadata and the inputs cached on their nodes
     cache = server.server.ctx.store.cache
-    assert isinstance(cache, ClusterCache)
+    nodes = cache._dbs[0]
+    assert isinstance(nodes, NodeCaches)
+    router = nodes.router
     commands = [(b"HMGET", model.encode(), *MODEL_META_FIELDS), (b"GET", a.encode())]
 
     async def read(map_changed: bool) -> tuple[list[Any], list[bool]]:
-        node = cache._dbs[cache._number(a.encode())]
+        node = nodes.at(router.node_number(a.encode()))
+        assert node is not None
         value, size = node._entries[commands[1]]
         node._entries[commands[1]] = (b"planted", size)  # what a fill after a map change could leave there
         groups: dict[int, list[int]] = {}
         for index, command in enumerate(commands):
-            groups.setdefault(cache._number(command[1]), []).append(index)
-        grouped_under = list(cache._slot_numbers) if map_changed else cache._slot_numbers
+            groups.setdefault(router.node_number(command[1]), []).append(index)
+        grouped_under = object() if map_changed else router.numbering()
         found = [False] * len(commands)
         try:
-            return await cache._read_groups(commands, groups, found, grouped_under, True), found
+            return await cache._read_groups(nodes, commands, groups, found, grouped_under, True), found
         finally:
             node._entries[commands[1]] = (value, size)
 

@@ -18,6 +18,7 @@ from server.config import Config
 from server.frontend.connection import ClientConnection
 from server.protocol.slot import ReplySlot
 from server.store.cache import TrackedCache
+from server.store.cluster_link import ClusterLink, OneNode, RedisLink
 from server.store.session import SessionSink
 from server.store.upstream import StoreAddress
 
@@ -113,7 +114,8 @@ class FakeStore:
     default_db = 0
 
     def __init__(self) -> None:
-        self.cache = TrackedCache(StoreAddress(), 0)  # a real, disabled one: compiled callers check its type
+        # a real, disabled one: compiled callers check its type
+        self.cache = TrackedCache(lambda db: ClusterLink(OneNode(RedisLink(StoreAddress(), db))), 0)
         self.sessions: list[FakeSession] = []
         self.relay = FakeRelay()
 

@@ -11,7 +11,7 @@ from typing import Any
 from server.store.atomic import SET_TENSORS, record_run_call, stats_key
 from server.store.cache import TrackedCache
 from server.store.cluster_keys import SlotTags, key_slot
-from server.store.cluster_link import OneNode, RedisLink, Router
+from server.store.cluster_link import ClusterLink, OneNode, RedisLink, Router
 from server.store.cluster_state import ClusterState
 from server.store.keyspace import JOIN_WHEN_WAITING, Keyspace
 from server.store.slot_writes import checks_apart, tensor_writes
@@ -30,6 +30,11 @@ class _NoLink:
 
 def _one_node() -> OneNode:
     return OneNode(RedisLink(StoreAddress(), 0))  # (never connected: nothing is sent)
+
+
+def _one_node_link(db: int) -> ClusterLink:
+    """A single store's link to database ``db``, as the coherent cache asks for one (never connected)."""
+    return ClusterLink(OneNode(RedisLink(StoreAddress(), db)))
 
 
 TAGS = SlotTags()
@@ -171,14 +176,14 @@ def test_a_derived_key_is_tagged_into_its_objects_slot_only_on_a_cluster() -> No
 def test_a_cluster_under_load_reads_inputs_outside_the_outputs_slot() -> None:
     """Inputs in the outputs' slot always come from the cache; one elsewhere only while fewer than
     JOIN_WHEN_WAITING writes with checks apart wait (under load its read gathers concurrent runs)."""
-    keyspace = Keyspace(_NoLink(ClusterState(StoreAddress())), 0, TrackedCache(StoreAddress(), 1 << 20))  # on
+    keyspace = Keyspace(_NoLink(ClusterState(StoreAddress())), 0, TrackedCache(_one_node_link, 1 << 20))  # on
     near, far = [b"{t}x"], [INPUT]
     shared = keyspace._shared
     assert keyspace.inputs_from_cache(near, [OUT_A]) and keyspace.inputs_from_cache(far, [OUT_A])
     shared.writes_waiting = JOIN_WHEN_WAITING
     assert keyspace.inputs_from_cache(near, [OUT_A, OUT_B])
     assert not keyspace.inputs_from_cache([*near, *far], [OUT_A])
-    one = Keyspace(_NoLink(_one_node()), 0, TrackedCache(StoreAddress(), 1 << 20))
+    one = Keyspace(_NoLink(_one_node()), 0, TrackedCache(_one_node_link, 1 << 20))
     assert one.inputs_from_cache(far, [OUT_A])
     one._shared.writes_waiting = JOIN_WHEN_WAITING  # (never on a single store, whose runs have nothing apart)
     assert one.inputs_from_cache(far, [OUT_A])  # every key in its one slot
