@@ -155,9 +155,6 @@ class Router(NodeMap):
         """A node named by a redirect, with our login settings."""
         return where
 
-    def request_refresh(self) -> None:
-        """Read the map again soon (a node failed, or said its slot moved)."""
-
     async def refreshed(self) -> None:
         """Wait until the map was read again."""
 
@@ -185,6 +182,7 @@ class Router(NodeMap):
         """How a write of tensors is made (server/store/slot_writes.py): on a single store one SET_TENSORS call
         holding every check, cached input and AI.INFO counter, nothing apart."""
         return one_write(keys, values, empty_is_free, model, guards, inputs, counters)
+
     def route(self, via: Relayer, argv: list[bytes], slot: ReplySlot, sink: object) -> None:
         """Send a relayed command by ``via`` (server/store/relays.py): a single node's straight to its one
         connection, nothing hashed or wrapped (a cluster routes it by its keys' slot: ``via.routed``)."""
@@ -235,6 +233,7 @@ class OneNode(Router):
 
     def primaries(self) -> Sequence[StoreAddress]:
         return [self._link.address]
+
     def node_address(self, number: int) -> StoreAddress:
         return self._link.address
 

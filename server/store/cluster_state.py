@@ -331,6 +331,7 @@ class ClusterState(Router):
                    inputs: Sequence[tuple[bytes, bytes]], counters: Sequence[ScriptCall]) -> WritePlan:
         """A write by slot, a run's checks on other shards set apart (server/store/slot_writes.py)."""
         return slot_write_plan(self.tags, keys, values, empty_is_free, model, guards, inputs, counters)
+
     def route(self, via: Relayer, argv: list[bytes], slot: ReplySlot, sink: object) -> None:
         """A relayed command goes by its keys' slot (server/store/relays.py)."""
         via.routed(argv, slot, sink)
@@ -340,6 +341,7 @@ class ClusterState(Router):
 
     def command_slot(self, argv: list[bytes]) -> int | None:
         return self.keys.slot(argv)
+
     def node_number(self, key: bytes) -> int:
         """The number of the primary serving ``key`` now (UNROUTED when none does); remembered per slot until the
         map changes (several lookups a request: the reads, the write's forget and note)."""
