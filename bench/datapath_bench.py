@@ -7,8 +7,11 @@ layer (TorchScript), so its compute is negligible and only moving the tensor is 
 ``clients`` client connections (redis-benchmark; the pipelined row: that many client processes of raw RESP):
 
 * the reference: SET and GET of the same 602 KB straight to a redis-server started here;
+* the floor: the same SET through a process that only forwards bytes (bench/relay_floor.py), its CPU + the
+  redis-server's: the least a server in front of a store spends, the kernel's receive and send of each byte;
 * AI.TENSORSET of the image, AI.TENSORGET BLOB of it, AI.MODELEXECUTE on the stored image;
-* one request pipelined: AI.TENSORSET + AI.MODELEXECUTE + AI.TENSORGET of the logits.
+* one request pipelined: AI.TENSORSET + AI.MODELEXECUTE + AI.TENSORGET of the logits; then its first command
+  alone and its first two, from the same client processes (what the clients cost, and what the run adds).
 
 CPU per request is ours + the embedded store's (both from /proc/PID/stat over the run), and the ratio is
 taken against redis-server's own CPU for SET or GET in the same run. The data-path targets (docs/performance.md):
@@ -28,6 +31,7 @@ import hiredis
 import redis
 import torch
 
+from bench import relay_floor
 from bench.common import (
     CELL_NAMES,
     Measured,
@@ -71,24 +75,26 @@ def pack(*args: bytes) -> bytes:
     return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(arg), arg) for arg in args)
 
 
-def pipelined_request(client: int) -> bytes:
-    """TENSORSET + MODELEXECUTE + TENSORGET of the logits, the keys the client's own."""
+def pipelined_request(client: int, replies: int = 3) -> bytes:
+    """TENSORSET + MODELEXECUTE + TENSORGET of the logits, the keys the client's own; the first ``replies``
+    of them (1: the TENSORSET alone, sent by the same clients: what the clients themselves cost the server)."""
     img, out = b"img%d" % client, b"out%d" % client
     dims = [str(d).encode() for d in SHAPE]
-    return (pack(b"AI.TENSORSET", img, b"FLOAT", *dims, b"BLOB", image())
-            + pack(b"AI.MODELEXECUTE", b"pool", b"INPUTS", b"1", img, b"OUTPUTS", b"1", out)
-            + pack(b"AI.TENSORGET", out, b"BLOB"))
+    commands = (pack(b"AI.TENSORSET", img, b"FLOAT", *dims, b"BLOB", image()),
+                pack(b"AI.MODELEXECUTE", b"pool", b"INPUTS", b"1", img, b"OUTPUTS", b"1", out),
+                pack(b"AI.TENSORGET", out, b"BLOB"))
+    return b"".join(commands[:replies])
 
 
-def _pipeline_client(port: int, client: int, requests: int, latencies: list[float]) -> None:
-    request = pipelined_request(client)
+def _pipeline_client(port: int, client: int, requests: int, latencies: list[float], expected: int = 3) -> None:
+    request = pipelined_request(client, expected)
     with socket.create_connection(("127.0.0.1", port)) as conn:
         reader = hiredis.Reader()
         for _ in range(requests):
             started = time.perf_counter()
             conn.sendall(request)
             replies = 0
-            while replies < 3:
+            while replies < expected:
                 reader.feed(conn.recv(1 << 20))
                 while (reply := reader.gets()) is not False:
                     if isinstance(reply, hiredis.ReplyError):
@@ -97,19 +103,21 @@ def _pipeline_client(port: int, client: int, requests: int, latencies: list[floa
             latencies.append(time.perf_counter() - started)
 
 
-def _pipeline_process(port: int, client: int, requests: int, out: multiprocessing.Queue[list[float]]) -> None:
+def _pipeline_process(port: int, client: int, requests: int, out: multiprocessing.Queue[list[float]],
+                      expected: int) -> None:
     latencies: list[float] = []
-    _pipeline_client(port, client, requests, latencies)
+    _pipeline_client(port, client, requests, latencies, expected)
     out.put(latencies)
 
 
-def measure_pipeline(where: Target, requests: int, clients: int) -> Measured:
-    """``clients`` processes each sending ``requests // clients`` pipelined requests, one after another."""
+def measure_pipeline(where: Target, requests: int, clients: int, commands: int = 3) -> Measured:
+    """``clients`` processes each sending ``requests // clients`` pipelined requests, one after another (each
+    the first ``commands`` of ``pipelined_request``)."""
     each = max(1, requests // clients)
     results: multiprocessing.Queue[list[float]] = multiprocessing.Queue()
     before = cpu_seconds(where.pid), cpu_seconds(where.store_pid)
     started = time.perf_counter()
-    procs = [multiprocessing.Process(target=_pipeline_process, args=(where.port, i, each, results))
+    procs = [multiprocessing.Process(target=_pipeline_process, args=(where.port, i, each, results, commands))
              for i in range(clients)]
     for proc in procs:
         proc.start()
@@ -154,7 +162,11 @@ def run(requests: int, clients: int, tree: str | None = None) -> None:
         prepare(ours.port)
         set_ref = measure(ref, ["SET", "k"], requests, clients, image())
         get_ref = measure(ref, ["GET", "k"], requests, clients)
+        floor_port, floor_pid = servers.enter_context(relay_floor.running(ref.port))
+        floor = Target("forwarder", floor_port, floor_pid, ref.pid)
         rows = [
+            Row("floor: SET via a bare forwarder / SET", measure(floor, ["SET", "k"], requests, clients, image()),
+                set_ref),
             Row("AI.TENSORSET 602 KB / SET", measure(ours, ["AI.TENSORSET", "t", "FLOAT", *dims, "BLOB"], requests,
                                                      clients, image()), set_ref),
             Row("AI.TENSORGET BLOB / GET", measure(ours, ["AI.TENSORGET", "img", "BLOB"], requests, clients),
@@ -162,6 +174,8 @@ def run(requests: int, clients: int, tree: str | None = None) -> None:
             Row("AI.MODELEXECUTE stored 602 KB", measure(ours, ["AI.MODELEXECUTE", "pool", "INPUTS", "1", "img",
                                                                 "OUTPUTS", "1", "out"], requests, clients), None),
             Row("pipelined SET+EXECUTE+GET", measure_pipeline(ours, requests, clients), None),
+            Row("  its TENSORSET alone", measure_pipeline(ours, requests, clients, 1), None),
+            Row("  its TENSORSET+EXECUTE", measure_pipeline(ours, requests, clients, 2), None),
         ]
     header = ["test", *(f"ours {c}" for c in CELL_NAMES), "ours+store us", "redis CPU us/req", "CPU ratio"]
     print_table(f"602 KB image (1x3x224x224 FLOAT), {clients} clients, {requests} requests a row (CPU per request: "

@@ -130,9 +130,12 @@ class RunningServer:
 
 
 @contextmanager
-def running_server(config: Config) -> Iterator[RunningServer]:
-    """Start ``Server(config)`` in a thread (port 0 → a free port) and stop it gracefully afterwards."""
+def running_server(config: Config, plain_asyncio: bool = False) -> Iterator[RunningServer]:
+    """Start ``Server(config)`` in a thread (port 0 → a free port) and stop it gracefully afterwards; on uvloop,
+    as ``python -m server`` runs, unless ``plain_asyncio`` (the asyncio event loop it falls back to)."""
     try:
+        if plain_asyncio:
+            raise ImportError
         import uvloop
 
         loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()

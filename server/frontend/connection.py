@@ -35,6 +35,7 @@ from backends.errors import AIError, ProtocolError, subscribed_context
 from server.commands.client_state import NO_SUBSCRIPTIONS, ClientState, format_peer
 from server.commands.context import ServerContext
 from server.commands.spec import SUBSCRIBED_CONTEXT_COMMANDS, CommandSpec
+from server.frontend.bulk_reader import BulkReader
 from server.frontend.eager import Cancellable, drive
 from server.frontend.multi import Transaction
 from server.frontend.relay import Relay
@@ -83,11 +84,14 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         self._closed = False
         self._executing = False
         self._protocol_broken = False
+        self._in_place = False  # a big bulk is read straight into its place (not over TLS: decrypting copies)
+        self._bulk_reader: BulkReader | None = None
 
     # --- asyncio.Protocol ---------------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
+        self._in_place = transport.get_extra_info("sslcontext") is None
         sock = transport.get_extra_info("socket")
         self.state = ClientState(
             id=self.ctx.next_client_id(),
@@ -122,14 +126,49 @@ class ClientConnection(asyncio.Protocol, SessionSink):
                     self._pump()
                     self.parser.authenticated = self.state.authenticated
         except ProtocolError as exc:
-            self._protocol_broken = True  # nothing after the bad bytes is read: answered, then closed
-            self.backlog.append(exc)
-            self._pause_reading()
+            self.protocol_broken(exc)
+            return
+        self._after_read()
+        if self._in_place and self.parser.big_free() is not None and not self._closed:
+            self._receive_in_place()
+
+    def protocol_broken(self, exc: ProtocolError) -> None:
+        """Bad bytes from the client: nothing after them is read; the error is answered, then the connection
+        closed."""
+        self._protocol_broken = True
+        self.backlog.append(exc)
+        self._pause_reading()
+        self._after_read()
+
+    def _after_read(self) -> None:
         self.state.last_active = _monotonic()
         self._pump()
         self._write_ready()
         if len(self.backlog) > HIGH_WATER:
             self._pause_reading()
+
+    def _receive_in_place(self) -> None:
+        """The rest of the big bulk that has started is read straight into its place (server/frontend/
+        bulk_reader.py): the transport's protocol is the reader until it is complete (``end_in_place``)."""
+        self._switch_protocol(self._bulk_reader if self._bulk_reader is not None else BulkReader(self))
+
+    def end_in_place(self) -> None:
+        self._switch_protocol(self)
+
+    def _switch_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        """uvloop picks its read callbacks (plain or buffered) when reading starts: reading stops around the
+        switch, where it was on."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if isinstance(protocol, BulkReader):
+            self._bulk_reader = protocol
+        reading = transport.is_reading()
+        if reading:
+            transport.pause_reading()
+        transport.set_protocol(protocol)
+        if reading:
+            transport.resume_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True

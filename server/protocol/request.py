@@ -24,6 +24,7 @@ import hiredis
 from backends import errors as msgs
 from backends.errors import ProtocolError
 from backends.errors import parse_strict_int as parse_strict_int  # re-exported: the number rule of every layer
+from server.protocol.big_bulk import BigBulk
 
 INLINE_MAX_SIZE: Final = 64 * 1024  # PROTO_INLINE_MAX_SIZE
 MAX_BULK_LEN: Final = 512 * 1024 * 1024  # proto-max-bulk-len default
@@ -63,11 +64,9 @@ class RequestParser:
     _pending: int = -1  # arguments still expected by the multibulk being parsed; -1 = none in progress
     _args: list[bytes] = field(default_factory=list)
     _ready: deque[list[bytes]] = field(default_factory=deque)  # parsed by the fast path, not yet returned
-    # A big bulk still arriving: its chunks so far (joined once, at the end), the bytes it still needs, and
-    # the CR LF after it still to skip. Appending 1 MB in 64 KB reads to the buffer copied it again and again.
-    _big: list[bytes | memoryview] | None = None
-    _big_size: int = 0
-    _big_need: int = 0
+    # A big bulk still arriving, received in place (server/protocol/big_bulk.py), and the CR LF after it still
+    # to skip. Appending 1 MB in 64 KB reads to the buffer copied it again and again.
+    _big: BigBulk | None = None
     _skip: int = 0
     # The fast path's reader, kept between calls while it holds nothing (a new one per request costs more than
     # the parse) — that is, while every byte it was fed became a frame taken.
@@ -81,25 +80,42 @@ class RequestParser:
             raise ProtocolError(msgs.PROTO_QUERYBUF_MSG)
 
     def buffered(self) -> int:
-        return len(self._buf) - self._pos + (self._big_size - self._big_need if self._big is not None else 0)
+        return len(self._buf) - self._pos + (self._big.filled if self._big is not None else 0)
+
+    def big_free(self) -> memoryview | None:
+        """Where the next bytes of a big bulk still arriving go, so a read can land there (``big_received``);
+        None when no bulk is arriving (the next read is ``feed``'s)."""
+        big = self._big
+        return big.free() if big is not None and not big.complete() else None
+
+    def big_received(self, count: int) -> None:
+        """``count`` bytes were read into ``big_free()``'s view. A bulk completed so becomes an argument at the
+        next ``feed`` (its CR LF): the event loop still holds the view while it reports the read, and the bytes
+        object cannot be handed out uncopied while a view of it exists."""
+        big = self._big
+        if big is not None:
+            big.received(count)
+        if self.buffered() > self.limits.query_buffer_limit:
+            raise ProtocolError(msgs.PROTO_QUERYBUF_MSG)
 
     def _take_big(self, data: bytes) -> bytes:
         """Give the big bulk in progress what it needs of ``data``, and the CR LF after it; return the rest."""
         view = memoryview(data)
-        if self._big is not None:
-            taken = view[: self._big_need]
-            self._big.append(taken)
-            self._big_need -= len(taken)
-            view = view[len(taken) :]
-            if self._big_need:
+        big = self._big
+        if big is not None:
+            view = view[big.take(view) :]
+            if not big.complete():
                 return b""
-            self._args.append(b"".join(self._big))  # the one copy of a big argument
-            self._big = None
-            self._pending -= 1
-            self._skip = 2
+            self._end_big(big)
         skipped = min(self._skip, len(view))
         self._skip -= skipped
         return bytes(view[skipped:])
+
+    def _end_big(self, big: BigBulk) -> None:
+        self._args.append(big.value())
+        self._big = None
+        self._pending -= 1
+        self._skip = 2
 
     def next_command(self) -> list[bytes] | None:
         if self._ready:
@@ -220,11 +236,9 @@ class RequestParser:
         return True
 
     def _start_big(self, start: int, size: int) -> None:
-        """Collect this bulk's bytes apart from the buffer (``_take_big``), which then starts empty: its first part
-        stays where it was read, a view of the old buffer (no copy; the join copies it once, at the end)."""
-        self._big = [memoryview(self._buf)[start:]]
-        self._big_size = size
-        self._big_need = size - len(self._big[0])
+        """Receive this bulk in place (``BigBulk``): its first part, here, is copied there; the buffer then starts
+        empty, and the rest of the bulk goes straight to it (``big_free``, or ``feed`` via ``_take_big``)."""
+        self._big = BigBulk(memoryview(self._buf)[start:], size)
         self._buf = bytearray()
         self._pos = 0
 

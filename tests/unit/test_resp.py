@@ -12,6 +12,7 @@ import hiredis
 import pytest
 
 from backends.errors import AIError, ProtocolError
+from server.protocol.big_bulk import BigBulk
 from server.protocol.framer import ReplyFramer
 from server.protocol.reply import NULL_ARRAY, OK, PONG, Push, Status, Verbatim, encode
 from server.protocol.request import Limits, RequestParser, parse_strict_int, split_inline_args
@@ -121,8 +122,8 @@ def test_large_bulk_arrives_in_pieces() -> None:
 
 @pytest.mark.parametrize("piece", [1_000, 65_536, 100_003, 300_000])
 def test_a_big_bulk_between_commands_keeps_its_first_part_while_the_buffer_takes_more(piece: int) -> None:
-    """The first part of a big bulk stays in the buffer it was read into, as a view, while the parser reads on
-    into a new buffer: neither the commands around it nor the bytes after it change the value."""
+    """The first part of a big bulk is copied to its place, and the parser reads on into a new buffer: neither
+    the commands around it nor the bytes after it change the value."""
     payload = random.Random(piece).randbytes(200_000)
     data = (b"*1\r\n$4\r\nPING\r\n" + pack_command([b"SET", b"k", payload])
             + b"*2\r\n$4\r\nECHO\r\n$3\r\nend\r\n" + pack_command([b"SET", b"k2", payload[::-1]]))
@@ -132,6 +133,64 @@ def test_a_big_bulk_between_commands_keeps_its_first_part_while_the_buffer_takes
         parser.feed(data[start : start + piece])
         got += _parse_all(parser)
     assert got == [[b"PING"], [b"SET", b"k", payload], [b"ECHO", b"end"], [b"SET", b"k2", payload[::-1]]]
+
+
+@pytest.mark.parametrize("piece", [1, 7, 65_536, 150_001])
+def test_a_big_bulk_read_into_its_place_equals_one_fed(piece: int) -> None:
+    """The reads of a big bulk land in ``big_free()``'s view, at most ``piece`` bytes at a time, as the event loop
+    fills it (server/frontend/bulk_reader.py); the rest is fed. The value is whole, and neither the command
+    before it nor the ones after it change."""
+    payload = random.Random(piece).randbytes(300_000)
+    data = (b"*1\r\n$4\r\nPING\r\n" + pack_command([b"AI.TENSORSET", b"t", b"UINT8", b"300000", b"BLOB", payload])
+            + b"*2\r\n$4\r\nECHO\r\n$3\r\nend\r\n")
+    parser = RequestParser()
+    got: list[list[bytes]] = []
+    at, in_place = 0, 0
+    while at < len(data):
+        view = parser.big_free()
+        if view is None:
+            parser.feed(data[at : at + 20_000])  # a first read: the bulk's announcement and a part of it
+            at += 20_000
+            got += _parse_all(parser)
+            continue
+        count = min(piece, len(view), len(data) - at)
+        view[:count] = data[at : at + count]
+        view.release()
+        parser.big_received(count)
+        at += count
+        in_place += count
+    assert got == [[b"PING"], [b"AI.TENSORSET", b"t", b"UINT8", b"300000", b"BLOB", payload], [b"ECHO", b"end"]]
+    assert type(got[1][-1]) is bytes
+    assert in_place == len(payload) - (20_000 - data.index(payload))
+
+
+def test_a_big_bulk_is_handed_out_as_the_bytes_object_its_reads_filled() -> None:
+    """No copy once complete: the value is the very object filled (asked twice, the same object), and it holds
+    what was read into it, in order."""
+    payload = random.Random(5).randbytes(100_000)
+    bulk = BigBulk(payload[:1000], len(payload))
+    while not bulk.complete():
+        view = bulk.free()
+        count = min(30_000, len(view))
+        view[:count] = payload[bulk.filled : bulk.filled + count]
+        view.release()  # what the event loop does once it has reported the read
+        bulk.received(count)
+    value = bulk.value()
+    assert value == payload and type(value) is bytes
+    assert bulk.value() is value
+
+
+def test_no_big_bulk_no_place_to_read_into() -> None:
+    parser = RequestParser()
+    parser.feed(b"*2\r\n$3\r\nGET\r\n$70000\r\n")
+    assert parser.next_command() is None
+    view = parser.big_free()
+    assert view is not None and len(view) == 70_000
+    view.release()
+    parser.big_received(70_000)
+    assert parser.big_free() is None
+    parser.feed(b"\r\n")
+    assert parser.next_command() == [b"GET", bytes(70_000)]
 
 
 def test_inline_args_like_redis() -> None:
