@@ -15,6 +15,7 @@ The same router carries the relayed commands (server/store/relays.py): ``Router.
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Final
 
@@ -128,21 +129,21 @@ class Router(NodeMap):
     def __init__(self, only: RedisLink | None = None) -> None:
         self.only = only
 
+    @abstractmethod
     def shards(self) -> list[RedisLink]:
         """One link per primary, for what must visit every shard (SCAN)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def node_for(self, key: bytes) -> object:
         """The node serving ``key`` now: the same object for every key it serves (None: no node does now)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def primary_for(self, slot: int | None) -> StoreAddress:
         """The node a command of ``slot`` goes to (None: keyless); AIError when no node serves it."""
-        raise NotImplementedError
 
+    @abstractmethod
     def link(self, address: StoreAddress) -> RedisLink:
         """The pipelined link to the node at ``address``."""
-        raise NotImplementedError
 
     def slot_of(self, argv: list[bytes]) -> int | AIError | None:
         """The slot of ``argv``'s keys (None: keyless, or a store without slots); CROSSSLOT as a value."""
@@ -158,9 +159,9 @@ class Router(NodeMap):
     async def refreshed(self) -> None:
         """Wait until the map was read again."""
 
+    @abstractmethod
     def close(self) -> None:
         """Close every link."""
-        raise NotImplementedError
 
     def derived_key(self, prefix: bytes, key: bytes, name: bytes) -> bytes:
         """A key named ``prefix`` + ``name`` that is derived from ``key`` (a staged write's), in ``key``'s slot:
@@ -188,17 +189,18 @@ class Router(NodeMap):
         connection, nothing hashed or wrapped (a cluster routes it by its keys' slot: ``via.routed``)."""
         via.straight(argv, slot, sink)
 
+    @abstractmethod
     def primaries(self) -> Sequence[StoreAddress]:
         """Every primary's address, for what a relayed command visits on every shard (KEYS, SCAN …)."""
-        raise NotImplementedError
 
     def command_slot(self, argv: list[bytes]) -> int | None:
         """The slot of a relayed command's keys (None: keyless, or a store without slots); CROSSSLOT raised."""
         return None
 
     def relay(self, address: StoreAddress) -> UpstreamConnection:
-        """The shared relay connection to the node at ``address`` (a cluster's; a single store's shared relay
-        holds its one connection itself)."""
+        """The shared relay connection to the node at ``address``. Only a cluster's routing asks for it
+        (``SharedRelay.routed``, reached through ``ClusterState.route``); a single store's shared relay holds its
+        one connection itself and is never routed, so a single store has none to give."""
         raise NotImplementedError
 
     def watch_session(self, owner: object, source: Callable[[], Iterable[tuple[StoreAddress, Watched]]]) -> None:
@@ -491,13 +493,15 @@ def _block_word(argv: Sequence[bytes]) -> bytes:
     return name.upper()
 
 
-class Relayer:
+class Relayer(ABC):
     """What relays a client's commands over a ``Router`` (the shared relay, a client's session:
     server/store/relays.py). The router picks the way: ``straight`` to a single store's one connection, or
     ``routed`` by the keys' slot over a cluster's nodes (redirects followed, fan-out, pinned transactions)."""
 
+    @abstractmethod
     def straight(self, argv: list[bytes], slot: ReplySlot, sink: object) -> None:
-        raise NotImplementedError
+        """Send ``argv`` to the one node, its reply into ``slot``."""
 
+    @abstractmethod
     def routed(self, argv: list[bytes], slot: ReplySlot, sink: object) -> None:
-        raise NotImplementedError
+        """Send ``argv`` where its keys' slot is served, its reply into ``slot``."""

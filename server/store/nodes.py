@@ -9,6 +9,7 @@ once per map.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
@@ -20,7 +21,7 @@ SEVERAL_NODES: Final = -2
 """What ``NodeMap.common_node`` says of commands whose keys several nodes serve."""
 
 
-class NodeMap:
+class NodeMap(ABC):
     """The store's nodes by number (see the module docstring)."""
 
     def node_number(self, key: bytes) -> int:
@@ -37,9 +38,9 @@ class NodeMap:
         """The number of the node whose cache keeps ``key``'s stamped tensor copy (UNROUTED: none is kept)."""
         return 0
 
+    @abstractmethod
     def node_address(self, number: int) -> StoreAddress:
         """The node numbered ``number``: where its cache's tracking connections go."""
-        raise NotImplementedError
 
     def serves(self, number: int) -> bool:
         """Whether node ``number`` is still a primary (a new map may leave it none)."""
@@ -49,12 +50,13 @@ class NodeMap:
         """What the node numbers of keys hold under: a new object whenever the map changes."""
         return self
 
-    def on_change(self, callback: Callable[[], None]) -> None:
+    def on_change(self, callback: Callable[[], None]) -> None:  # noqa: B027 (a single store's default)
         """Call ``callback`` whenever the map changes (a single store's never does)."""
 
-    def watch_too(self, source: Callable[[], Iterable[tuple[StoreAddress, Watched]]]) -> None:
+    def watch_too(  # noqa: B027 (a single store's default)
+            self, source: Callable[[], Iterable[tuple[StoreAddress, Watched]]]) -> None:
         """More connections for the map's hung-node watchdog (a single store's are the stall watch's, through
         ``RedisStore.connections``)."""
 
-    def request_refresh(self) -> None:
+    def request_refresh(self) -> None:  # noqa: B027 (a single store's default)
         """Read the map again soon (a node failed, or said its slot moved)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -334,7 +335,7 @@ class Watched(Protocol):
     def abort(self, detail: str) -> None: ...
 
 
-class UpstreamConnection:
+class UpstreamConnection(ABC):
     """One connection to one store node, made on first use by a task of its own; what waits meanwhile is
     queued in ``_outbox`` and written once it is made.
 
@@ -362,22 +363,22 @@ class UpstreamConnection:
     def _new_reader(self) -> FrameReader | ValueReader:
         return FrameReader()
 
+    @abstractmethod
     def _attach(self, upstream: UpstreamProtocol) -> None:
         """Route ``upstream``'s replies to this connection (set its ``on_reply`` and batch-end callbacks)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def oldest_pending(self) -> object | None:
         """The command (or call) waiting longest for its reply; None when none waits, or when it may rightly
         wait as long as it likes (a blocking command: ``waits_blocked``). The watchdogs look at it."""
-        raise NotImplementedError
 
     def waits_blocked(self) -> bool:
         """Whether the oldest command is a blocking one (its store is then probed instead)."""
         return False
 
+    @abstractmethod
     def _fail_all(self, detail: str) -> None:
         """Every command waiting fails with the store-down error naming ``detail``; the outbox is dropped."""
-        raise NotImplementedError
 
     def _lost(self, detail: str) -> None:
         """The connection could not be kept (lost, or given up on): what waits fails."""
