@@ -3,6 +3,7 @@ and the TLS listener serves clients."""
 
 from __future__ import annotations
 
+import random
 import ssl
 import subprocess
 import threading
@@ -63,6 +64,11 @@ def test_tls_listener(tmp_path: Path) -> None:
         assert secure.set("over-tls", "yes") is True
         assert secure.execute_command("AI.TENSORSET", "t", "FLOAT", 1, "VALUES", 1) == b"OK"
         assert secure.get("over-tls") == b"yes"
+        big = random.Random(11).randbytes(1_500_000)  # read chunk by chunk: TLS decrypts, nothing is read in place
+        assert secure.set("big", big) is True
+        assert secure.execute_command("AI.TENSORSET", "image", "UINT8", len(big), "BLOB", big) == b"OK"
+        assert secure.get("big") == big
+        assert secure.execute_command("AI.TENSORGET", "image", "BLOB") == big
         plain = redis.Redis(port=server.port, socket_timeout=2)
         with pytest.raises(redis.ConnectionError):
             plain.ping()
