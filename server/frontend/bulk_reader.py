@@ -67,7 +67,7 @@ class BulkReader(asyncio.BufferedProtocol):
             connection.end_in_place()
             connection.protocol_broken(exc)
             return
-        if connection.parser.big_free() is None:
+        if not connection.parser.big_arriving():
             connection.end_in_place()
 
     def eof_received(self) -> bool | None:

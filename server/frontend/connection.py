@@ -129,7 +129,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             self.protocol_broken(exc)
             return
         self._after_read()
-        if self._in_place and self.parser.big_free() is not None and not self._closed:
+        if self._in_place and self.parser.big_arriving() and not self._closed:
             self._receive_in_place()
 
     def protocol_broken(self, exc: ProtocolError) -> None:
@@ -150,7 +150,9 @@ class ClientConnection(asyncio.Protocol, SessionSink):
     def _receive_in_place(self) -> None:
         """The rest of the big bulk that has started is read straight into its place (server/frontend/
         bulk_reader.py): the transport's protocol is the reader until it is complete (``end_in_place``)."""
-        self._switch_protocol(self._bulk_reader if self._bulk_reader is not None else BulkReader(self))
+        if self._bulk_reader is None:
+            self._bulk_reader = BulkReader(self)
+        self._switch_protocol(self._bulk_reader)
 
     def end_in_place(self) -> None:
         self._switch_protocol(self)
@@ -161,8 +163,6 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         transport = self.transport
         if transport is None or transport.is_closing():
             return
-        if isinstance(protocol, BulkReader):
-            self._bulk_reader = protocol
         reading = transport.is_reading()
         if reading:
             transport.pause_reading()

@@ -82,6 +82,11 @@ class RequestParser:
     def buffered(self) -> int:
         return len(self._buf) - self._pos + (self._big.filled if self._big is not None else 0)
 
+    def big_arriving(self) -> bool:
+        """Whether a big bulk has started and still needs bytes (``big_free`` is where they go)."""
+        big = self._big
+        return big is not None and not big.complete()
+
     def big_free(self) -> memoryview | None:
         """Where the next bytes of a big bulk still arriving go, so a read can land there (``big_received``);
         None when no bulk is arriving (the next read is ``feed``'s)."""
