@@ -30,6 +30,9 @@ A compiled stored graph (server/commands/graph_run.py) runs whole on the loop th
 every step is such a model step and the graph's own cost (``GraphCosts``, per input size class) is at most
 GRAPH_BUDGET x ``max_us`` here (or is due a try).
 
+The inline runs that reach this thread in one loop round after its first wait for the end of the round and
+run there one after the other (``group``, dag/inline_group.py): torch's code stays in the caches.
+
 Inline runs keep everything else as it is: the same RunInfo, results, durations (AI.INFO), TIMEOUT checked
 before the op starts, and the queue's INFO counters. ``--inline-op-us 0`` turns it off.
 """
@@ -42,6 +45,7 @@ from typing import Any, Final
 
 from dag.cost_table import CostEstimate, CostTable
 from dag.inline_batch import BatchGather
+from dag.inline_group import RoundGroup
 from dag.queues import DeviceQueue
 from dag.runinfo import RunInfo, Step, size_class
 from dag.worker import count_call, execute_step, run_batch
@@ -65,6 +69,7 @@ class InlinePolicy:
         # model -> {input size class: its costs}: a model measured on small inputs says nothing of big ones
         self._cost_us = CostTable()
         self.batches = BatchGather(self.batch_fits, self.run_batch_here)  # auto-batched runs (dag/inline_batch.py)
+        self.group = RoundGroup(self.run_here)  # a round's later inline runs, back to back (dag/inline_group.py)
 
     def eligible(self, run: RunInfo) -> bool:
         if self.max_us <= 0 or len(run.steps) != 1 or not _may_run_here(run.steps[0]):

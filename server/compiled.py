@@ -70,6 +70,7 @@ HOT_MODULES: tuple[str, ...] = (
     "dag.inline",
     "dag.cost_table",
     "dag.inline_batch",
+    "dag.inline_group",
     "dag.batching",
     "dag.runinfo",
     "dag.execute",

@@ -26,10 +26,14 @@ def _resolve(future: asyncio.Future[RunInfo], run: RunInfo) -> None:
 
 async def execute_run(queues: QueueManager, run: RunInfo, inline: InlinePolicy | None = None) -> RunInfo:
     """Queue ``run`` on its devices and wait until every device has finished with it — or, for a small op
-    that ``inline`` says is cheaper to run than to hand over (dag/inline.py), run it here and now."""
+    that ``inline`` says is cheaper to run than to hand over (dag/inline.py), run it here: now, or with the
+    others of this loop round at its end (dag/inline_group.py)."""
     if inline is not None and len(run.steps) == 1:
         queue = queues.queue(run.steps[0].device)
         if inline.eligible(run):
+            if inline.group.forming():
+                return await _awaited(run, inline.group.hold(run, queue))
+            inline.group.lead()
             inline.run_here(run, queue)
             return run
         if inline.batch_eligible(run, queue):
