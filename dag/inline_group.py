@@ -67,7 +67,10 @@ class RoundGroup:
 
     def hold(self, run: RunInfo, queue: DeviceQueue) -> asyncio.Future[RunInfo]:
         """Hold ``run`` until the end of this round; the future resolves when it has run."""
-        future: asyncio.Future[RunInfo] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[RunInfo] = loop.create_future()
+        if not self._members:  # the round's end was scheduled by its lead; on a loop that died before it ran,
+            loop.call_soon(self._end_round)  # nothing would run the held: an end of its own, a no-op after one
         self._members.append(GroupMember(run, queue, future))
         return future
 

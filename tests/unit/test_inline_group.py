@@ -154,3 +154,28 @@ def test_a_held_run_that_fails_fails_alone(queues: QueueManager) -> None:
     assert runs[1].error is not None and runs[1].error.message == "ERR broken model"
     assert runs[0].error is None and runs[2].error is None
     assert _tripled(runs[2]) == [6.0, 3.0]
+
+
+def test_a_round_whose_loop_stopped_before_its_end_does_not_strand_the_next_loops_runs(
+        queues: QueueManager) -> None:
+    work = Tripling()
+    policy = _cheap(work)
+    first_loop = asyncio.new_event_loop()
+
+    def lead_and_stop() -> None:
+        first_loop.stop()  # the round's end, scheduled next, never runs on this loop
+        policy.run_here(_run(work, 1.0), queues.queue("CPU"))
+        policy.group.lead()
+
+    first_loop.call_soon(lead_and_stop)
+    first_loop.run_forever()
+    first_loop.close()
+    assert policy.group.forming()  # the stopped loop's round never ended
+
+    async def next_loop() -> RunInfo:
+        return await asyncio.wait_for(execute_run(queues, _run(work, 2.0), policy), 30)  # a hang guard only
+
+    finished = asyncio.run(next_loop())
+    assert _tripled(finished) == [6.0, 3.0]
+    assert work.calls == [1.0, 2.0]
+    assert not policy.group.forming()
