@@ -28,21 +28,11 @@ import logging
 from collections.abc import Callable
 from typing import Final
 
+from dag.inline_batch import Held
 from dag.queues import DeviceQueue
 from dag.runinfo import RunInfo
 
 log: Final = logging.getLogger("redisai.inline")
-
-
-class GroupMember:
-    """One run waiting for the end of the round, and the future its request awaits."""
-
-    __slots__ = ("future", "queue", "run")
-
-    def __init__(self, run: RunInfo, queue: DeviceQueue, future: asyncio.Future[RunInfo]) -> None:
-        self.run = run
-        self.queue = queue
-        self.future = future
 
 
 class RoundGroup:
@@ -54,7 +44,7 @@ class RoundGroup:
     def __init__(self, run_here: Callable[[RunInfo, DeviceQueue], None]) -> None:
         self._run_here = run_here
         self._led = False  # a run of this round has run: the next one waits
-        self._members: list[GroupMember] = []
+        self._members: list[Held] = []
 
     def forming(self) -> bool:
         """Whether a run that may run inline now should wait for the end of this round instead."""
@@ -71,7 +61,7 @@ class RoundGroup:
         future: asyncio.Future[RunInfo] = loop.create_future()
         if not self._members:  # the round's end was scheduled by its lead; on a loop that died before it ran,
             loop.call_soon(self._end_round)  # nothing would run the held: an end of its own, a no-op after one
-        self._members.append(GroupMember(run, queue, future))
+        self._members.append(Held(run, queue, future))
         return future
 
     def _end_round(self) -> None:
