@@ -69,7 +69,7 @@ class InlinePolicy:
         # model -> {input size class: its costs}: a model measured on small inputs says nothing of big ones
         self._cost_us = CostTable()
         self.batches = BatchGather(self.batch_fits, self.run_batch_here)  # auto-batched runs (dag/inline_batch.py)
-        self.group = RoundGroup(self.run_here)  # a round's later inline runs, back to back (dag/inline_group.py)
+        self.group = RoundGroup(self.eligible, self.run_here)  # a round's later inline runs (dag/inline_group.py)
 
     def eligible(self, run: RunInfo) -> bool:
         if self.max_us <= 0 or len(run.steps) != 1 or not _may_run_here(run.steps[0]):

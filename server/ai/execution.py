@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 
 from dag.compiled import StepCounters
 from dag.inline import InlinePolicy
+from dag.inline_batch import ToWorkers
 from dag.manager import QueueManager
-from dag.queues import DeviceQueue
 from dag.runinfo import RunInfo
 
 
@@ -32,27 +32,32 @@ async def execute_run(queues: QueueManager, run: RunInfo, inline: InlinePolicy |
         queue = queues.queue(run.steps[0].device)
         if inline.eligible(run):
             if inline.group.forming():
-                return await _awaited(run, inline.group.hold(run, queue))
+                return await _held(run, inline, inline.group.hold(run, queue, _to_workers(queues)))
             inline.group.lead()
             inline.run_here(run, queue)
             return run
         if inline.batch_eligible(run, queue):
-            return await _gathered(queues, run, queue, inline)
+            return await _held(run, inline, inline.batches.hold(run, queue, _to_workers(queues)))
     finished = await _on_workers(queues, run)
     if inline is not None:
         inline.observe(finished)
     return finished
 
 
-async def _gathered(queues: QueueManager, run: RunInfo, queue: DeviceQueue, inline: InlinePolicy) -> RunInfo:
-    """An auto-batched run held for a batch on the loop thread; those that go to the workers instead teach
-    ``inline`` what their batch cost."""
+def _to_workers(queues: QueueManager) -> ToWorkers:
+    """How a held run that may not run on the loop thread after all goes to the workers."""
 
     def to_workers(held: RunInfo, future: asyncio.Future[RunInfo]) -> None:
         held.on_done = _resolver(future)
         queues.submit(held)
 
-    finished = await _awaited(run, inline.batches.hold(run, queue, to_workers))
+    return to_workers
+
+
+async def _held(run: RunInfo, inline: InlinePolicy, future: asyncio.Future[RunInfo]) -> RunInfo:
+    """A run held on the loop thread (a round's group, or an auto-batched run's gather) until ``future``; one
+    that went to the workers instead teaches ``inline`` what it cost there."""
+    finished = await _awaited(run, future)
     if finished.waiters:  # it ran on a worker
         inline.observe(finished)
     return finished

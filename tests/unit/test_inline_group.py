@@ -4,6 +4,8 @@ through the real execute path: a real event loop, the real device queues (dag/ma
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Coroutine, Iterator
 from typing import Any
 
@@ -19,17 +21,23 @@ from server.ai.execution import execute_run
 
 
 class Tripling:
-    """A model step's work: triples its input; records each call's first value, in call order (``fail``: a
-    backend error instead)."""
+    """A model step's work: triples its input; records each call's first value, in call order, and the thread
+    of each call (``fail``: a backend error instead; ``cpu_ms``: this much of its thread's CPU first)."""
 
-    def __init__(self, fail: bool = False) -> None:
+    def __init__(self, fail: bool = False, cpu_ms: float = 0.0) -> None:
         self.model = self  # what the inline policy keeps its cost estimate for
         self.fail = fail
+        self.cpu_ms = cpu_ms
         self.calls: list[float] = []
+        self.threads: list[int] = []
 
     def __call__(self, inputs: list[Any]) -> list[Any]:
+        spin_until = time.thread_time() + self.cpu_ms / 1000  # CPU time, not the clock: the cost the policy sees
+        while time.thread_time() < spin_until:
+            pass
         array = inputs[0].to_numpy()
         self.calls.append(float(array[0]))
+        self.threads.append(threading.get_ident())
         if self.fail:
             raise AIError("ERR broken model")
         return [Tensor.from_numpy(array * 3)]
@@ -47,9 +55,10 @@ def _run(work: Tripling, value: float, deadline: float | None = None) -> RunInfo
     return RunInfo([Step(0, "CPU", (0,), (1,), work)], [x, None], deadline=deadline)
 
 
-def _cheap(work: Tripling) -> InlinePolicy:
-    """A policy that has seen ``work``'s model cost 10 µs on a worker: its runs go inline."""
-    policy = InlinePolicy(200)
+def _cheap(work: Tripling, policy: InlinePolicy | None = None) -> InlinePolicy:
+    """A policy (``policy``, else a new one) that has seen ``work``'s model cost 10 µs on a worker: its runs
+    go inline (the first is a try there)."""
+    policy = policy or InlinePolicy(200)
     seen = _run(work, 0.0)
     seen.results[0].cpu_us = 10
     policy.observe(seen)
@@ -179,3 +188,21 @@ def test_a_round_whose_loop_stopped_before_its_end_does_not_strand_the_next_loop
     assert _tripled(finished) == [6.0, 3.0]
     assert work.calls == [1.0, 2.0]
     assert not policy.group.forming()
+
+
+def test_held_runs_of_a_model_due_a_try_make_one_try_and_the_rest_go_to_the_workers(queues: QueueManager) -> None:
+    leader, costly = Tripling(), Tripling(cpu_ms=5.0)  # 5 ms of CPU: far over the 200 µs budget
+    policy = _cheap(costly, _cheap(leader))
+    runs = [_run(leader, 9.0), *(_run(costly, float(i)) for i in range(4))]
+
+    async def one_round() -> list[RunInfo]:
+        return list(await asyncio.gather(*(execute_run(queues, run, policy) for run in runs)))
+
+    loop_thread = threading.get_ident()
+    asyncio.run(one_round())
+    assert [_tripled(run) for run in runs[1:]] == [[3.0 * i, 3.0] for i in range(4)]
+    assert sorted(costly.calls) == [0.0, 1.0, 2.0, 3.0]
+    assert costly.threads[0] == loop_thread  # the try, at the round's end
+    assert all(thread != loop_thread for thread in costly.threads[1:])  # the rest saw it fail: workers
+    assert policy.inline_runs == 2  # the leader and the try
+    assert not policy.eligible(_run(costly, 0.0))
