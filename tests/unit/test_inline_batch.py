@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import pytest
 
 from backends.errors import AIError
 from backends.tensor import Tensor
@@ -34,13 +32,6 @@ class Doubling:
         if self.fail:
             raise AIError("ERR broken model")
         return [Tensor.from_numpy(array * 2)]
-
-
-@pytest.fixture
-def queues() -> Iterator[QueueManager]:
-    manager = QueueManager(threads_per_queue=1)
-    yield manager
-    manager.close(5)
 
 
 def _run(work: Doubling, spec: BatchSpec, value: float, width: int = 2, deadline: float | None = None) -> RunInfo:

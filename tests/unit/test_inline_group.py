@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from typing import Any
 
 import numpy as np
@@ -41,13 +41,6 @@ class Tripling:
         if self.fail:
             raise AIError("ERR broken model")
         return [Tensor.from_numpy(array * 3)]
-
-
-@pytest.fixture
-def queues() -> Iterator[QueueManager]:
-    manager = QueueManager(threads_per_queue=1)
-    yield manager
-    manager.close(5)
 
 
 def _run(work: Tripling, value: float, deadline: float | None = None) -> RunInfo:
