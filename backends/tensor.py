@@ -308,12 +308,13 @@ def new_stamp() -> bytes:
     return (random.getrandbits(64) or 1).to_bytes(STAMP_SIZE, "little")
 
 
-def stamped_prefix(raw: bytes | bytearray | memoryview) -> bytes | None:
+def stamped_prefix(raw: bytes | bytearray | memoryview | TensorValue) -> bytes | None:
     """The first ``STAMPED_PREFIX`` bytes of a version-2 tensor value with a stamp: what names this value in
     the store (compared there instead of the whole value); None for anything else (version 1, unstamped)."""
-    if len(raw) <= STAMPED_PREFIX or raw[4] != FORMAT_VERSION or raw[:4] != MAGIC:
+    head = raw.head if isinstance(raw, TensorValue) else raw
+    if len(raw) <= STAMPED_PREFIX or len(head) < STAMPED_PREFIX or head[4] != FORMAT_VERSION or head[:4] != MAGIC:
         return None
-    prefix = bytes(raw[:STAMPED_PREFIX])
+    prefix = bytes(head[:STAMPED_PREFIX])
     return None if prefix[HEADER_SIZE:] == NO_STAMP else prefix
 
 
@@ -325,6 +326,39 @@ def encode_tensor_parts(tensor: Tensor) -> tuple[bytes, bytes | memoryview]:
 def encode_tensor(tensor: Tensor) -> bytes:
     """The stored value of ``tensor``: header + data in one ``bytes`` (the one copy of the write path)."""
     return b"".join(encode_tensor_parts(tensor))
+
+
+class TensorValue:
+    """A stored tensor's value as its header and its data, not joined: what a big AI.TENSORSET sends to the
+    store (one after the other in one write) and keeps as its copy, so the data is never copied in this
+    process. Stands wherever a GET reply of the tensor (``bytes``) would: ``decode_tensor``,
+    ``stamped_prefix`` and ``len`` take either. ``data`` is never written to (a client's BLOB argument, or a
+    view of an array no one else holds)."""
+
+    __slots__ = ("data", "head")
+
+    def __init__(self, head: bytes, data: bytes | memoryview) -> None:
+        self.head = head
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.head) + len(self.data)
+
+    def joined(self) -> bytes:
+        """The value as one ``bytes`` (a copy: only where one buffer is needed)."""
+        return b"".join((self.head, self.data))
+
+
+UNJOINED_FROM: Final = 64 * 1024
+"""Data at least this big is kept apart from its header (``TensorValue``); a smaller join costs less than the
+objects that avoid it."""
+
+
+def encode_tensor_value(tensor: Tensor) -> bytes | TensorValue:
+    """The stored value of ``tensor``: a ``TensorValue`` when its data is at least ``UNJOINED_FROM`` bytes,
+    where a join would copy it; else ``encode_tensor``'s one ``bytes``."""
+    head, data = encode_tensor_parts(tensor)
+    return TensorValue(head, data) if len(data) >= UNJOINED_FROM else b"".join((head, data))
 
 
 def looks_like_tensor(prefix: bytes) -> bool:
@@ -362,16 +396,13 @@ def check_length(header: TensorHeader, total_length: int) -> None:
         raise AIError(msgs.WRONGTYPE_MSG)
 
 
-def decode_tensor(raw: bytes | bytearray | memoryview) -> Tensor:
+def decode_tensor(raw: bytes | bytearray | memoryview | TensorValue) -> Tensor:
     """The tensor stored in ``raw``, as a read-only view of it (no copy; STRING elements are copied out).
 
     Wrong magic or version, unknown dtype, truncated header or data, or a data size that does not match the
     shape answer WRONGTYPE: the key holds something that is not a tensor.
     """
-    view = memoryview(raw).cast("B")
-    header = read_header(view)
-    check_length(header, len(view))
-    data = view[header.data_offset:]
+    header, data = header_and_data(raw)
     if header.dtype == "STRING":
         check_string_count(math.prod(header.shape))
         elements = split_strings(data, math.prod(header.shape))
@@ -383,3 +414,17 @@ def decode_tensor(raw: bytes | bytearray | memoryview) -> Tensor:
     except ValueError as exc:  # e.g. dims whose product overflows: not a tensor we can hold
         raise AIError(msgs.WRONGTYPE_MSG) from exc
     return Tensor(header.dtype, header.shape, array, trusted=True)
+
+
+def header_and_data(raw: bytes | bytearray | memoryview | TensorValue) -> tuple[TensorHeader, memoryview]:
+    """A stored tensor's checked header and a flat view of its data section (WRONGTYPE as ``read_header``)."""
+    if isinstance(raw, TensorValue):
+        header = read_header(raw.head)
+        if header.data_offset != len(raw.head):
+            raise AIError(msgs.WRONGTYPE_MSG)
+        check_length(header, len(raw))
+        return header, memoryview(raw.data).cast("B").toreadonly()
+    whole = raw if isinstance(raw, bytes) else memoryview(raw).cast("B")
+    header = read_header(whole)
+    check_length(header, len(whole))
+    return header, memoryview(whole)[header.data_offset:]

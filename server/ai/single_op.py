@@ -28,8 +28,9 @@ class SingleOp:
 
     ``samples``: AI.INFO counts dim 0 of the first output (models; scripts count none). ``record``: False on
     a model's second run after STALEMODEL (the first was counted). ``digest``: the model's; the write then
-    checks the store still holds that model, and ``cached_inputs`` (key, value) that those inputs, taken from
-    the coherent cache, still hold what the run used; ``again`` (when given) answers instead if not.
+    checks the store still holds that model, and ``cached_inputs`` (key, ``input_check_value``) that those
+    inputs, taken from the coherent cache, still hold what the run used; ``again`` (when given) answers
+    instead if not.
     Immutable; a plain class (one a request) because mypyc compiles its ``__init__``, not a dataclass's.
     """
 

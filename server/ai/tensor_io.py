@@ -101,7 +101,7 @@ def write_outputs(keyspace: Keyspace, keys: Sequence[bytes], tensors: list[Any],
     """Write every output tensor in one atomic step that checks each key again (an overwrite also drops any
     TTL, as RedisAI's does); WRONGTYPE and nothing written if a key was turned into something else meanwhile.
     The run's AI.INFO ``counters`` go in the same round trip; ``model`` (key, digest): STALEMODEL and nothing
-    written if the store holds another model there now; ``inputs`` (key, value) taken from the coherent cache:
-    STALEINPUT and nothing written if one holds another value now. (Not itself a coroutine: the one it returns
-    is awaited instead, one level fewer a request.)"""
+    written if the store holds another model there now; ``inputs`` (key, ``input_check_value``) taken from the
+    coherent cache: STALEINPUT and nothing written if one holds another value now. (Not itself a coroutine: the
+    one it returns is awaited instead, one level fewer a request.)"""
     return keyspace.set_tensors(keys, [encode_tensor(t) for t in tensors], also=counters, model=model, inputs=inputs)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from backends import errors as msgs
 from backends.errors import AIError, unavailable
 from backends.objects import MODEL_META_FIELDS, SCRIPT_META_FIELDS
-from backends.tensor import Tensor, encode_tensor
+from backends.tensor import Tensor, TensorValue, encode_tensor
 from dag.graph_plan import GraphPlan
 from dag.lanes import is_gpu_queue
 from dag.ops import DagOp, ModelOp, ScriptOp, TensorSetOp
@@ -43,7 +43,7 @@ from server.commands.dag_ops import ObjectLookup, parse_ops
 from server.commands.graph_args import INTERPRETED, GraphExecuteRequest
 from server.commands.graph_store import load_graph
 from server.protocol.reply import OK, Status
-from server.store.atomic import STALE_INPUT, STALE_MODEL, ScriptCall, record_run_call
+from server.store.atomic import STALE_INPUT, STALE_MODEL, ScriptCall, input_check_value, record_run_call
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class GraphOutcome:
     outputs: list[bytes]
     counters: list[ScriptCall]
     guards: list[tuple[bytes, str]]  # (key, digest) of the graph and its objects, when read from the cache
-    cached_inputs: CachedInputs = ()  # (key, value) of the inputs taken from the cache, checked by the write
+    cached_inputs: CachedInputs = ()  # (key, input_check_value) of the inputs taken from the cache
 
 
 async def execute_graph(ctx: ServerContext, keyspace: Keyspace, graph: StoredGraph, req: GraphExecuteRequest) -> Any:
@@ -193,7 +193,7 @@ def _frozen(value: tuple[Any, Any]) -> Hashable:
 
 async def _read(ctx: ServerContext, keyspace: Keyspace, graph: StoredGraph, req: GraphExecuteRequest,
                 fresh: bool) -> tuple[list[Tensor], dict[bytes, Any], dict[bytes, Any], CachedInputs]:
-    """The input tensors, the graph's objects' metadata, and (key, value) of the inputs taken from the coherent
+    """The input tensors, the graph's objects' metadata, and (key, check value) of the inputs taken from the coherent
     cache, which the output write checks (STALEINPUT), as a model run's does. Without the cache (or ``fresh``):
     everything in one round trip from the store. With it: the metadata and the inputs from the cache when it
     holds them (``Keyspace.inputs_from_cache`` says whether the inputs may come from it), else the inputs in one
@@ -220,8 +220,9 @@ async def _read(ctx: ServerContext, keyspace: Keyspace, graph: StoredGraph, req:
     exists = await _exists(keyspace, [*graph.models, *graph.scripts], found)
     entries = list(zip(found, exists, strict=True))
     n_models = len(graph.models)
-    taken = tuple((key, value) for key, value, hit in zip(req.inputs, values, from_cache, strict=True)
-                  if hit and isinstance(value, bytes))
+    taken = tuple((key, input_check_value(value))
+                  for key, value, hit in zip(req.inputs, values, from_cache, strict=True)
+                  if hit and (isinstance(value, bytes) or isinstance(value, TensorValue)))
     return (inputs, dict(zip(graph.models, entries[:n_models], strict=True)),
             dict(zip(graph.scripts, entries[n_models:], strict=True)), taken)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 from backends import errors as msgs
 from backends.errors import AIError, unavailable
 from backends.objects import MODEL_MARKER, MODEL_META_FIELDS, ModelMeta, model_hash_fields
-from backends.tensor import Tensor
+from backends.tensor import Tensor, TensorValue
 from dag.execute import ModelWork
 from server.ai.attempts import Attempt, again_or_raise, attempted, run_again
 from server.ai.single_op import SingleOp, execute_single_op
@@ -39,7 +39,7 @@ from server.commands.model_args import (
 )
 from server.commands.stored import delete_stored, log_stored, scan_stored
 from server.protocol.reply import OK
-from server.store.atomic import ScriptCall, store_object_call
+from server.store.atomic import ScriptCall, input_check_value, store_object_call
 from server.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -222,15 +222,15 @@ class ReadPhase:
         self.from_cache: Final = from_cache
 
     def cached_inputs(self, keys: list[bytes]) -> tuple[tuple[bytes, bytes], ...]:
-        """(key, value) of the inputs read from the cache. An index loop: mypyc does not specialise a
-        ``zip(..., strict=True)``."""
+        """(key, what the write compares: ``input_check_value``) of the inputs read from the cache. An index
+        loop: mypyc does not specialise a ``zip(..., strict=True)``."""
         if len(keys) != len(self.inputs):
             raise ValueError("one key an input")
         taken: list[tuple[bytes, bytes]] = []
         for index in range(len(keys)):
             value = self.inputs[index]
-            if self.from_cache[index] and isinstance(value, bytes):
-                taken.append((keys[index], value))
+            if self.from_cache[index] and (isinstance(value, bytes) or isinstance(value, TensorValue)):
+                taken.append((keys[index], input_check_value(value)))
         return tuple(taken)
 
 

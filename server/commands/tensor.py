@@ -24,9 +24,11 @@ from backends.tensor import (
     HEADER_SIZE,
     MAX_HEADER_SIZE,
     Tensor,
+    TensorValue,
     check_length,
     decode_tensor,
-    encode_tensor,
+    encode_tensor_value,
+    header_and_data,
     looks_like_tensor,
     read_header,
 )
@@ -59,7 +61,7 @@ async def cmd_tensorset(client: Client, argv: list[bytes]) -> Any:
     if isinstance(tensor, AIError):
         check_tensor_or_missing(await keyspace.pipeline(tensor_probe(argv[1])))
         raise tensor
-    await keyspace.set_tensors([argv[1]], [encode_tensor(tensor)], empty_is_free=False)  # checked and written at once
+    await keyspace.set_tensors([argv[1]], [encode_tensor_value(tensor)], empty_is_free=False)  # checked and written
     return OK
 
 
@@ -133,13 +135,17 @@ def tensor_answer(fmt: TensorGetFormat, raw: Any, values_max: int = 0) -> Any:
     return tensorget_reply(decode_tensor(raw), fmt, values_max)
 
 
-def meta_blob_reply(raw: bytes) -> Raw | None:
+def meta_blob_reply(raw: bytes | TensorValue) -> Raw | None:
     """``META BLOB`` of a numeric tensor, encoded straight from the stored header: the same bytes as
     ``tensorget_reply`` (a plain array, in RESP2 and RESP3 alike), without building a numpy array and a reply
     tree to encode. It is the most common TENSORGET. None (the general path) for STRING tensors and dtypes
     without a RedisAI name; a value that is not a tensor answers WRONGTYPE here as there."""
-    header = read_header(raw)
-    check_length(header, len(raw))
+    if isinstance(raw, TensorValue):
+        header, data = header_and_data(raw)
+    else:  # (the common case, a small tensor read from the store: no tuple made)
+        header = read_header(raw)
+        check_length(header, len(raw))
+        data = memoryview(raw)[header.data_offset :]
     if header.dtype == "STRING" or not DTYPES[header.dtype].canonical:
         return None
     dtype = header.dtype.encode()
@@ -148,8 +154,8 @@ def meta_blob_reply(raw: bytes) -> Raw | None:
     for dim in header.shape:  # one join of prebuilt parts (a generator in a join is an object resumed per dim)
         parts.append(integer_reply(dim))
     parts.append(b"$4\r\nblob\r\n")
-    parts.append(bulk_header(len(raw) - header.data_offset))
-    parts.append(memoryview(raw)[header.data_offset:])
+    parts.append(bulk_header(len(data)))
+    parts.append(data)
     parts.append(b"\r\n")
     return Raw(b"".join(parts))
 

@@ -28,6 +28,7 @@ from backends.tensor import (
     MAX_DIMS,
     STAMPED_PREFIX,
     UNSTAMPED_VERSION,
+    TensorValue,
     stamped_prefix,
 )
 
@@ -152,29 +153,32 @@ def set_tensors_call(keys: Sequence[bytes], values: Sequence[bytes], empty_is_fr
                      checked: Sequence[tuple[bytes, str]] = (),
                      inputs: Sequence[tuple[bytes, bytes]] = (),
                      counters: Sequence[ScriptCall] = ()) -> ScriptCall:
-    """SET_TENSORS of ``values`` at ``keys``: ``checked`` (key, digest) objects and ``inputs`` (key, value) a
-    run took from our cache are checked first, after ``counters`` (RECORD_RUN calls: ``record_run_call``) are
-    added, in the same script (see SET_TENSORS): one script call a run, where there were two."""
+    """SET_TENSORS of ``values`` at ``keys``: ``checked`` (key, digest) objects and ``inputs`` (key,
+    ``input_check_value``) a run took from our cache are checked first, after ``counters`` (RECORD_RUN calls:
+    ``record_run_call``) are added, in the same script (see SET_TENSORS): one script call a run, where there
+    were two."""
     script_keys = list(keys)  # plain loops: compiled, a generator unpacked into a list is an object of its own
     argv = [b"1" if empty_is_free else b"0", _count(len(checked)), _count(len(inputs)), _count(len(counters))]
     argv.extend(values)
     for key, digest in checked:
         script_keys.append(key)
         argv.append(digest.encode())
-    for key, value in inputs:
+    for key, check in inputs:
         script_keys.append(key)
-        argv.append(input_check_value(value))
+        argv.append(check)
     for _script, counter_keys, numbers in counters:
         script_keys.append(counter_keys[0])
         argv.extend(numbers)
     return SET_TENSORS, script_keys, argv
 
 
-def input_check_value(value: bytes) -> bytes:
+def input_check_value(value: bytes | TensorValue) -> bytes:
     """What SET_TENSORS compares an input a run took from our cache with: a stamped tensor's prefix (a few
-    bytes, however big the tensor), else the whole value."""
+    bytes, however big the tensor), else the whole value. Taken when the run reads the input."""
     prefix = stamped_prefix(value)
-    return value if prefix is None else prefix
+    if prefix is not None:
+        return prefix
+    return value.joined() if isinstance(value, TensorValue) else value
 
 
 _ZERO_STATS: Final = ", ".join(f"'{name.decode()}', 0" for name in STAT_FIELDS)
@@ -267,36 +271,34 @@ object and its ``run_info`` becomes its name (1); the legacy hash is deleted in 
 deleted, renamed or replaced meanwhile, so those counters were no one's). Run by every server at its start
 (server/store/stored_objects.py); a second run finds nothing to do."""
 
-STAGE_PREFIX: Final = b"__redisai_stage__:"
-
-FINISH_STAGED: Final = StoreScript("finish_staged", (_TENSOR_OR_FREE + f"""
-if not tensor_or_free(KEYS[1], ARGV[1] == '1') then
-  redis.call('DEL', KEYS[2])
-  return {_WRONGTYPE}
-end
-redis.call('RENAME', KEYS[2], KEYS[1])
-redis.call('PERSIST', KEYS[1])
+CLEAR_FOR_TENSOR: Final = StoreScript("clear_for_tensor", (_TENSOR_OR_FREE + f"""
+if not tensor_or_free(KEYS[1], ARGV[1] == '1') then return {_WRONGTYPE} end
+redis.call('DEL', KEYS[1])
 return 1
 """).encode())
-"""The second half of a staged tensor write (``staged_write``): KEYS[1] the tensor's key, KEYS[2] the stage key
-the same transaction has just SET to the encoded tensor; ARGV[1] as SET_TENSORS's. The key checked as SET_TENSORS
-checks it, then the stage renamed onto it (no copy of the value: RENAME moves it) without the stage's expiry;
-WRONGTYPE and the stage deleted otherwise."""
-
-STAGE_EXPIRY_MS: Final = b"60000"
+"""The first half of a big tensor's write (``big_tensor_write``): KEYS[1] the tensor's key, ARGV[1] as
+SET_TENSORS's. The key checked as SET_TENSORS checks it, then deleted, so the SET … NX after it writes; WRONGTYPE
+and the key left as it is otherwise, so that SET writes nothing."""
 
 
-def staged_write(key: bytes, stage: bytes, value: bytes, empty_is_free: bool) -> list[list[bytes]]:
+def big_tensor_write(key: bytes, value: bytes, empty_is_free: bool, loaded: bool = True) -> list[list[bytes]]:
     """One big tensor written without its value passing through Lua, where a script gets its arguments as Lua
-    strings and its SET copies them again (two copies of a 602 KB image in the store a write). The value is
-    SET at ``stage`` (a key no one else names, in ``key``'s slot, expiring in a minute should anything go wrong),
-    then FINISH_STAGED checks ``key`` and renames the stage onto it; MULTI/EXEC makes the pair one atomic step,
-    so no other client ever sees the stage. The commands, EXEC's reply being [SET's, the script's]."""
-    return [[b"MULTI"], [b"SET", stage, value, b"PX", STAGE_EXPIRY_MS],
-            [b"EVALSHA", FINISH_STAGED.sha, b"2", key, stage, b"1" if empty_is_free else b"0"], [b"EXEC"]]
+    strings and its SET copies them again (two copies of a 602 KB image in the store a write); nor through a
+    RENAME, which copies the value in Valkey 8 (a key is embedded in its value's object, and the value is
+    shared while it is renamed). CLEAR_FOR_TENSOR checks the key and deletes it when it may be replaced; then
+    ``SET key value NX`` writes only if the key is missing, so it never replaces a key the check refused, nor
+    one it did not see (the script lost by the store: NOSCRIPT). MULTI/EXEC makes the pair one atomic step.
+    The commands, EXEC's reply being [the script's, SET's]; ``loaded``: EVALSHA, else EVAL with the source."""
+    flag = b"1" if empty_is_free else b"0"
+    check = [b"EVALSHA", CLEAR_FOR_TENSOR.sha] if loaded else [b"EVAL", CLEAR_FOR_TENSOR.source]
+    return [[b"MULTI"], [*check, b"1", key, flag], [b"SET", key, value, b"NX"], [b"EXEC"]]
 
 
-SCRIPTS: Final = (SET_TENSORS, STORE_OBJECT, DELETE_OBJECT, RECORD_RUN, RESET_STATS, FINISH_STAGED, MIGRATE_STATS)
+BIG_VALUE_AT: Final = (2, 2)
+"""Where ``big_tensor_write`` puts the value: its third command (SET), third argument."""
+
+
+SCRIPTS: Final = (SET_TENSORS, STORE_OBJECT, DELETE_OBJECT, RECORD_RUN, RESET_STATS, CLEAR_FOR_TENSOR, MIGRATE_STATS)
 
 READS: Final = StoreScript("reads", b"""
 local replies, i = {}, 1

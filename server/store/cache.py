@@ -67,13 +67,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeGuard
 
 import hiredis
 
 from backends import errors as msgs
 from backends.errors import AIError
-from backends.tensor import STAMPED_PREFIX, stamped_prefix
+from backends.tensor import STAMPED_PREFIX, TensorValue, stamped_prefix
 from server.store.nodes import SEVERAL_NODES, NodeMap
 from server.store.upstream import (
     Hook,
@@ -652,25 +652,25 @@ class TrackedCache:
         if not self.enabled:
             return
         for key, value in zip(keys, values, strict=True):
-            if isinstance(value, bytes) and len(value) > TENSOR_ENTRY_LIMIT and stamped_prefix(value) is not None:
+            if _tensor_value(value) and len(value) > TENSOR_ENTRY_LIMIT and stamped_prefix(value) is not None:
                 nodes = self._db(db)
                 number = nodes.router.copy_node(key)
                 if number >= 0:
                     nodes.node(number).remember((b"GET", key), key, value, _size(value))
 
-    def stamped_copy(self, db: int, key: bytes) -> bytes | None:
+    def stamped_copy(self, db: int, key: bytes) -> bytes | TensorValue | None:
         """Our copy of the stamped tensor at ``key`` (None: none held); still to be checked against the store
         (``still_stored``), which also sees any push on its way: no zero-timeout poll needed here."""
         cache = self._copies(db, key)
         value = cache.peek((b"GET", key)) if cache is not None else None
-        if cache is None or not isinstance(value, bytes) or len(value) <= TENSOR_ENTRY_LIMIT:
+        if cache is None or not _tensor_value(value) or len(value) <= TENSOR_ENTRY_LIMIT:
             return None
         if stamped_prefix(value) is None:
             return None
         cache.lookup((b"GET", key))  # a hit: counted, and kept as the most recently used
         return value
 
-    async def still_stored(self, db: int, key: bytes, copy: bytes) -> bool:
+    async def still_stored(self, db: int, key: bytes, copy: bytes | TensorValue) -> bool:
         """Whether the store holds ``copy`` at ``key`` now: a GETRANGE of its stamped prefix, over the tracking
         connection, so the key is tracked from then on and a write by any client of the store drops the copy.
         A push that came in before that reply (a write made before the GETRANGE) has dropped it: so the copy
@@ -679,7 +679,7 @@ class TrackedCache:
         if cache is None:
             return False
         (head,) = await cache.link.read([[b"GETRANGE", key, b"0", _STAMP_END]])
-        return head == copy[:STAMPED_PREFIX] and self.stamped_copy(db, key) is copy
+        return head == stamped_prefix(copy) and self.stamped_copy(db, key) is copy
 
     def _copies(self, db: int, key: bytes) -> DatabaseCache | None:
         """The cache that keeps ``key``'s stamped copy, if it was made (the router's ``copy_node``)."""
@@ -776,8 +776,14 @@ def _moved_on(reply: Any) -> bool:
         (msgs.MOVED_PREFIX, msgs.ASK_PREFIX, msgs.CLUSTERDOWN_PREFIX))
 
 
+def _tensor_value(value: Any) -> TypeGuard[bytes | TensorValue]:
+    """A GET reply that may be a tensor: ``bytes``, or the two parts a big write kept (two checks: compiled,
+    each is a type comparison, where a tuple of types is a generic call)."""
+    return isinstance(value, bytes) or isinstance(value, TensorValue)
+
+
 def _size(value: Any) -> int:
-    if isinstance(value, bytes):
+    if _tensor_value(value):
         return len(value) + 64
     if isinstance(value, list):
         return sum(len(v) if isinstance(v, bytes) else 8 for v in value) + 64 * (len(value) + 1)

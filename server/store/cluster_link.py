@@ -93,6 +93,17 @@ class RedisLink(UpstreamConnection):
             self._start_connecting()
         return replies
 
+    def submit_packed(self, count: int, buffers: list[bytes | memoryview]) -> asyncio.Future[list[Any]]:
+        """``submit`` of ``count`` commands already in RESP (``pack_parted``'s buffers), queued as they are."""
+        replies = self._pending.expect(count)
+        if not self._outbox:
+            replies.get_loop().call_soon(self._flush)
+        self._outbox.extend(buffers)
+        self._vectored = True
+        if self._upstream is None:
+            self._start_connecting()
+        return replies
+
     def _flush(self) -> None:
         """Everything queued in this loop iteration, in one write (to the connection alive now; while it is
         being made the outbox waits for it)."""
@@ -149,6 +160,18 @@ class Router(NodeMap):
         """The slot of ``argv``'s keys (None: keyless, or a store without slots); CROSSSLOT as a value."""
         return None
 
+    def key_link(self, key: bytes) -> RedisLink | None:
+        """The link to the node serving ``key`` as this map has it (None: no node does now)."""
+        if self.only is not None:
+            return self.only
+        slot = self.slot_of([b"GET", key])
+        if isinstance(slot, AIError):
+            return None
+        try:
+            return self.link(self.primary_for(slot))
+        except AIError:
+            return None
+
     def keys_of(self, argv: list[bytes]) -> list[bytes]:
         return []
 
@@ -163,14 +186,9 @@ class Router(NodeMap):
     def close(self) -> None:
         """Close every link."""
 
-    def derived_key(self, prefix: bytes, key: bytes, name: bytes) -> bytes:
-        """A key named ``prefix`` + ``name`` that is derived from ``key`` (a staged write's), in ``key``'s slot:
-        on a single store, whose keys all share its one slot, no hash tag between them."""
-        return prefix + name
-
     def untagged(self, name: bytes) -> bytes:
-        """``name`` without the hash tag a cluster put before it (``derived_key``'s); as it is on a single
-        store."""
+        """``name`` without the hash tag a cluster put before it (an older release's counters key); as it is
+        on a single store."""
         return name
 
     def in_slot_of(self, keys: Sequence[bytes], key: bytes) -> bool:

@@ -305,14 +305,8 @@ class ClusterState(Router):
         for relay in self._relays.values():
             relay.close()
 
-    def derived_key(self, prefix: bytes, key: bytes, name: bytes) -> bytes:
-        """``prefix``, the ``{tag}`` of ``key``'s slot (``SlotTags``), then ``name``: a key in ``key``'s slot,
-        whatever ``key`` looks like."""
-        tags = self.tags
-        return prefix + b"{" + tags.of(tags.slot(key)) + b"}" + name
-
     def untagged(self, name: bytes) -> bytes:
-        """``name`` without a leading ``{tag}`` (``derived_key``'s, after its prefix)."""
+        """``name`` without a leading ``{tag}`` (an older release's counters key, after its prefix)."""
         if name.startswith(b"{") and b"}" in name:
             return name[name.index(b"}") + 1 :]
         return name

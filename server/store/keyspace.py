@@ -14,29 +14,29 @@ checks that lie on other shards than its outputs (server/store/slot_writes.py, s
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Sequence
 from typing import Any, Final, Protocol, TypeGuard
 
 from backends import errors as msgs
 from backends.errors import AIError, raise_if_unavailable
+from backends.tensor import TensorValue
 from server.store.atomic import (
-    FINISH_STAGED,
+    BIG_VALUE_AT,
     LEGACY_STATS_PREFIX,
     SCRIPTS,
-    STAGE_PREFIX,
     ScriptCall,
     StoreScript,
+    big_tensor_write,
     set_tensors_call,
-    staged_write,
     stats_key,
 )
 from server.store.cache import TrackedCache, TrackingRefused
-from server.store.cluster_link import Router
+from server.store.cluster_link import Router, is_redirect, is_retry_later
 from server.store.shared_checks import SharedChecks, alone
 from server.store.slot_writes import Apart
+from server.store.upstream import pack_parted
 
-Arg = bytes | str | int | float | memoryview
+Arg = bytes | str | int | float | memoryview | TensorValue
 
 JOIN_WHEN_WAITING: Final = 2
 """A run's write with checks apart joins others' only while this many such writes wait: with one waiting (two
@@ -72,6 +72,8 @@ def to_argv(args: Sequence[Arg]) -> list[bytes]:
             out.append(arg.encode())
         elif isinstance(arg, memoryview):
             out.append(arg.tobytes())
+        elif isinstance(arg, TensorValue):
+            out.append(arg.joined())
         elif isinstance(arg, (int, float)):
             out.append(repr(arg).encode())
         else:
@@ -226,10 +228,11 @@ class Keyspace:
         string counts as free for run outputs, as in RedisAI; AI.TENSORSET passes ``empty_is_free=False``).
         ``also``: more scripts for the same round trip (a run's AI.INFO counters). ``model``: (key, digest) of
         the model the tensors came from; if the store holds another one now, STALEMODEL and nothing written.
-        ``guards``: more (key, digest) pairs checked alike (a stored graph's objects). ``inputs``: (key, value)
-        of the inputs a run took from our cache; STALEINPUT and nothing written if one holds another value now
-        (on a cluster, an input in another slot than the outputs is compared on its own shard, in the same round
-        trip, not atomically with their write: docs/deployment.md, "What is atomic on a cluster")."""
+        ``guards``: more (key, digest) pairs checked alike (a stored graph's objects). ``inputs``: (key,
+        ``input_check_value``) of the inputs a run took from our cache; STALEINPUT and nothing written if one
+        holds another value now (on a cluster, an input in another slot than the outputs is compared on its own
+        shard, in the same round trip, not atomically with their write: docs/deployment.md, "What is atomic on a
+        cluster")."""
         if not keys and not inputs and model is None:
             await self.run_scripts(also)
             return
@@ -238,7 +241,7 @@ class Keyspace:
                 await self._check_bulk(len(big))
         value = values[0] if len(keys) == 1 and not inputs and model is None and not guards and not also else None
         if value is not None and _big(value):
-            await self._set_staged(keys[0], value, empty_is_free)
+            await self._set_big(keys[0], value, empty_is_free)
             return
         # Our write in flight leaves the keys marked as ours: were the mark dropped until the reply, concurrent
         # runs writing the same output (50 clients of one model) would all miss the cache and re-check the type
@@ -257,39 +260,66 @@ class Keyspace:
             self._cache.note_written(self.db, keys)
             self._cache.remember_tensors(self.db, keys, encoded)
 
-    async def _set_staged(self, key: bytes, value: bytes, empty_is_free: bool) -> None:
-        """One big tensor, checked and written in one transaction without a copy through Lua (``staged_write``)."""
+    async def _set_big(self, key: bytes, value: bytes | TensorValue, empty_is_free: bool) -> None:
+        """One big tensor, checked and written in one transaction, its value through no script and no RENAME
+        (``big_tensor_write``). Written or refused, nothing else: a refusal (WRONGTYPE) or an error leaves the key
+        as it was. The store lost the script (SCRIPT FLUSH, a restart) and the key there: sent again with EVAL."""
         self.forget([key], keep_written=True)
-        stage = self._stage_key(key)
+        written = await self._write_big(key, value, empty_is_free, loaded=True)
+        if written is None:
+            written = await self._write_big(key, value, empty_is_free, loaded=False)
+        if isinstance(written, AIError):
+            self.forget([key])
+            raise written
+        if self._cache is not None:
+            self._cache.note_written(self.db, [key])
+            self._cache.remember_tensors(self.db, [key], [value])
+
+    async def _write_big(self, key: bytes, value: bytes | TensorValue, empty_is_free: bool,
+                         loaded: bool) -> AIError | bool | None:
+        """One ``big_tensor_write``: True written, the refusal or error, or None when the script was lost and the
+        key held something (nothing written: the check did not run)."""
         try:
-            replies = await self.pipeline(staged_write(key, stage, value, empty_is_free))
+            replies = await self._send_big(key, value, empty_is_free, loaded)
         except AIError:
             self._max_bulk = 0  # (a limit lowered meanwhile closes the connection: the next big write reads it)
             await self._check_bulk(len(value))
             raise
-        result = replies[-1]
         queued_errors = [reply for reply in replies[1:-1] if isinstance(reply, AIError)]
-        if isinstance(result, AIError) or result is None or queued_errors:
-            self.forget([key])
-            raise queued_errors[0] if queued_errors else result if isinstance(result, AIError) else AIError(
-                msgs.TRANSACTION_ABORTED_MSG)
-        written, finished = result
-        if isinstance(finished, AIError) and _no_script(finished) and not isinstance(written, AIError):
-            # the store lost the script (SCRIPT FLUSH, a restart): the stage is there; finish it with EVAL
-            (finished,) = await self.run_scripts([(FINISH_STAGED, [key, stage], [b"1" if empty_is_free else b"0"])])
-        for reply in (written, finished):
-            if isinstance(reply, AIError):
-                self.forget([key])
-                raise reply
-        if self._cache is not None:
-            self._cache.note_written(self.db, [key])
-            self._cache.remember_tensors(self.db, [key], [value])
+        result = replies[-1]
+        if queued_errors:
+            return queued_errors[0]
+        if isinstance(result, AIError) or not isinstance(result, list) or len(result) != 2:
+            return result if isinstance(result, AIError) else AIError(msgs.TRANSACTION_ABORTED_MSG)
+        checked, stored = result
+        if stored == b"OK":  # (after a lost script only when the key was missing: anyone may write it)
+            return True
+        if isinstance(checked, AIError):
+            return None if _no_script(checked) and loaded else checked
+        return stored if isinstance(stored, AIError) else AIError(msgs.TRANSACTION_ABORTED_MSG)
+
+    async def _send_big(self, key: bytes, value: bytes | TensorValue, empty_is_free: bool,
+                        loaded: bool) -> list[Any]:
+        """The replies of a ``big_tensor_write``. A ``TensorValue`` goes to its key's node with its header and
+        data written one after the other (``pack_parted``), never joined; should that node no longer serve the
+        key (MOVED, ASK, TRYAGAIN: nothing was run), it is joined and goes the general way, which follows them."""
+        if isinstance(value, TensorValue):
+            link = self._router.key_link(key)
+            if link is not None:
+                commands = big_tensor_write(key, b"", empty_is_free, loaded)
+                replies = await link.submit_packed(len(commands), pack_parted(commands, BIG_VALUE_AT,
+                                                                              (value.head, value.data)))
+                raise_if_unavailable(*replies)
+                if not any(is_redirect(reply) or is_retry_later(reply) for reply in replies):
+                    return replies
+            value = value.joined()
+        return await self.pipeline(big_tensor_write(key, value, empty_is_free, loaded))
 
     async def _check_bulk(self, size: int) -> None:
         """Refuse a value over the store's proto-max-bulk-len before sending it: the store would answer a protocol
         error and close the shared connection, failing every command in flight on it. The limit is read once
         (CONFIG GET; Redis's default where CONFIG is refused), and again after a big write lost the connection
-        (``_set_staged``), so a limit lowered later is found by the write it stops."""
+        (``_set_big``), so a limit lowered later is found by the write it stops."""
         if not self._max_bulk:
             self._max_bulk = await self._read_max_bulk()
         if size > self._max_bulk:
@@ -301,16 +331,12 @@ class Keyspace:
             return int(reply[1])
         return STORE_BULK_DEFAULT
 
-    def _stage_key(self, key: bytes) -> bytes:
-        """A fresh key for a staged write of ``key``, in its slot (``Router.derived_key``)."""
-        return self._router.derived_key(STAGE_PREFIX, key, os.urandom(8).hex().encode())
-
-    def stamped_copy(self, key: bytes) -> bytes | None:
+    def stamped_copy(self, key: bytes) -> bytes | TensorValue | None:
         """The stamped tensor this server last wrote or read at ``key``, if it still holds a copy; whether the
         store still holds it is the caller's to check (its first ``STAMPED_PREFIX`` bytes)."""
         return self._cache.stamped_copy(self.db, key) if self._cache is not None else None
 
-    async def still_stored(self, key: bytes, copy: bytes) -> bool:
+    async def still_stored(self, key: bytes, copy: bytes | TensorValue) -> bool:
         """Whether the store holds the very value ``copy`` (``stamped_copy``'s) at ``key``: its stamp says so."""
         return self._cache is not None and await self._cache.still_stored(self.db, key, copy)
 
@@ -383,12 +409,12 @@ class Keyspace:
 
 
 STORE_BULK_DEFAULT: Final = 512 * 1024 * 1024  # Redis's and Valkey's proto-max-bulk-len
-STAGED_FROM: Final = 64 * 1024
-"""A tensor at least this big is written staged (``Keyspace._set_staged``); smaller ones cost less in one script."""
+BIG_FROM: Final = 64 * 1024
+"""A tensor at least this big is written by ``Keyspace._set_big``; smaller ones cost less in one script."""
 
 
-def _big(value: Arg) -> TypeGuard[bytes]:
-    return isinstance(value, bytes) and len(value) >= STAGED_FROM
+def _big(value: Arg) -> TypeGuard[bytes | TensorValue]:
+    return (isinstance(value, bytes) or isinstance(value, TensorValue)) and len(value) >= BIG_FROM
 
 
 def _no_script(reply: AIError) -> bool:

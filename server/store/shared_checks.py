@@ -20,7 +20,7 @@ Usage: ``shared = SharedChecks(send, node_of)`` (``send``: script calls to their
 values, nothing raised for them; ``node_of``: the node a command on a key goes to, the same object for one
 node's keys); ``future = shared.join(write, model, counters, inputs)`` (``write``: the outputs' SET_TENSORS
 call; ``model``: (key, digest) to check apart, or None; ``counters``: its RECORD_RUN call, or none; ``inputs``:
-(key, value) pairs to check apart), then ``replies, failure = await future``; a run alone sends
+(key, check value) pairs to check apart), then ``replies, failure = await future``; a run alone sends
 ``alone(write, model, counters, inputs)`` itself.
 """
 
@@ -300,7 +300,7 @@ def model_check(model: tuple[bytes, str], counters: Sequence[ScriptCall]) -> Scr
 
 
 def input_check(pair: tuple[bytes, bytes]) -> ScriptCall:
-    """A SET_TENSORS of no tensor comparing a cached input's (key, value) on its shard."""
+    """A SET_TENSORS of no tensor comparing a cached input's (key, check value) on its shard."""
     return set_tensors_call([], [], True, (), (pair,), ())
 
 

@@ -82,6 +82,28 @@ def pack_vectored(argv: list[bytes]) -> list[bytes]:
     return out
 
 
+def pack_parted(commands: list[list[bytes]], where: tuple[int, int],
+                parts: tuple[bytes, bytes | memoryview]) -> list[bytes | memoryview]:
+    """``commands`` in RESP as buffers to write one after another, the argument at ``where`` (its command's
+    index, its own) sent as ``parts``, one after the other, as that one bulk (the placeholder there is not
+    sent): a big tensor's header and data, never joined. The small parts around them are joined."""
+    out: list[bytes | memoryview] = []
+    small: list[bytes] = []
+    for index, argv in enumerate(commands):
+        small.append(array_header(len(argv)))
+        for position, arg in enumerate(argv):
+            if (index, position) == where:
+                head, data = parts
+                small.extend((bulk_header(len(head) + len(data)), head))
+                out.append(b"".join(small))
+                out.append(data)
+                small = [b"\r\n"]
+            else:
+                small.extend((bulk_header(len(arg)), arg, b"\r\n"))
+    out.append(b"".join(small))
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class StoreAddress:
     """Where the backing Redis is and how to log in; parsed from ``--redis-url``."""
@@ -350,7 +372,7 @@ class UpstreamConnection(ABC):
         self._upstream: UpstreamProtocol | None = None
         self._connecting: asyncio.Task[None] | None = None
         self._cancelled: asyncio.Task[None] | None = None  # the connect ``close`` stopped, until it ends
-        self._outbox: list[bytes] = []
+        self._outbox: list[bytes | memoryview] = []
 
     @property
     def address(self) -> StoreAddress:

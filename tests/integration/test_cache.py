@@ -437,6 +437,26 @@ def test_large_inputs_we_wrote_are_kept_and_checked_by_their_stamp(server: Runni
     assert np.array_equal(np.frombuffer(conn.execute_command("AI.TENSORGET", "c", "BLOB"), np.float32), big * 2)
 
 
+def test_a_big_input_we_wrote_run_stale_is_checked_by_its_stamp_and_run_again(
+        shared_store: tuple[redis.Redis, redis.Redis, redis.Redis], server: RunningServer) -> None:
+    """A big tensor this server wrote is kept as its header and data apart (never joined); with every
+    invalidation lost, the run's write still compares its stamp with the store's (STALEINPUT) and the run is
+    done again on the store's value, which AI.TENSORGET serves too."""
+    ours, theirs, _direct = shared_store
+    ours.execute_command("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", torch_double())
+    first, second = np.full(150_000, 1.0, np.float32), np.full(150_000, 3.0, np.float32)
+    ours.execute_command("AI.TENSORSET", "{t}img", "FLOAT", first.size, "BLOB", first.tobytes())
+    for _ in range(2):
+        ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "{t}img", "OUTPUTS", 1, "{t}out")
+    _drop_pushes(server)
+    theirs.execute_command("AI.TENSORSET", "{t}img", "FLOAT", second.size, "BLOB", second.tobytes())
+    assert ours.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "{t}img", "OUTPUTS", 1, "{t}out") == b"OK"
+    assert np.array_equal(np.frombuffer(ours.execute_command("AI.TENSORGET", "{t}out", "BLOB"), np.float32),
+                          second * 2)
+    assert _calls(ours, "m") == 3
+    assert ours.execute_command("AI.TENSORGET", "{t}img", "BLOB") == second.tobytes()
+
+
 def test_a_big_tensor_replaced_through_another_server_is_never_used_or_served_stale(
         shared_store: tuple[redis.Redis, redis.Redis, redis.Redis]) -> None:
     ours, theirs, _direct = shared_store

@@ -127,6 +127,21 @@ def test_a_wrongtype_output_on_one_shard_is_reported(cluster: LocalCluster, clie
     assert client.exists(outs[0]) == 0  # checked on every shard before anything was written
 
 
+def test_big_tensors_are_checked_and_written_on_every_shard(cluster: LocalCluster, client: redis.Redis) -> None:
+    """A tensor over 64 KiB is written by MULTI, a check script and SET … NX on its key's shard: written,
+    replaced, or refused with WRONGTYPE and the key left as it was, whichever shard holds it."""
+    blob = np.arange(20_000, dtype=np.float32).tobytes()
+    for key in keys_on_three_shards(cluster, "big"):
+        assert client.execute_command("AI.TENSORSET", key, "FLOAT", 20_000, "BLOB", blob) == b"OK"
+        assert client.execute_command("AI.TENSORSET", key, "FLOAT", 20_000, "BLOB", blob[::-1]) == b"OK"
+        assert owner(cluster, key).client().execute_command("GET", key).endswith(blob[::-1])
+        client.delete(key)
+        client.set(key, "plain")
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            client.execute_command("AI.TENSORSET", key, "FLOAT", 20_000, "BLOB", blob)
+        assert owner(cluster, key).client().get(key) == b"plain"
+
+
 def test_scripts_reach_keys_on_every_shard(cluster: LocalCluster, client: redis.Redis) -> None:
     store_script(client, "r", REDIS_SCRIPT, "set_get")
     for key in keys_on_three_shards(cluster, "s"):
@@ -332,11 +347,24 @@ def test_a_moved_slot_is_followed(cluster: LocalCluster, client: redis.Redis) ->
         client.delete(key)
 
 
+def test_a_big_tensor_written_to_a_moved_slot_follows_it(cluster: LocalCluster, client: redis.Redis) -> None:
+    """A big tensor goes straight to its key's node, header and data apart; the slot handed to another primary
+    behind the server's back, that node answers MOVED and the write goes the general way, which follows it."""
+    key = "bigmoving"
+    blob = np.arange(20_000, dtype=np.float32).tobytes()
+    with _slot_handed_over(cluster, key) as (_source, target):
+        assert client.execute_command("AI.TENSORSET", key, "FLOAT", 20_000, "BLOB", blob) == b"OK"
+        assert target.client().execute_command("GET", key).endswith(blob)
+        assert client.execute_command("AI.TENSORGET", key, "BLOB") == blob
+        client.delete(key)
+
+
 def test_a_slot_half_migrated_is_followed_by_ask(cluster: LocalCluster, client: redis.Redis) -> None:
     """A slot half-way through a migration (MIGRATING on its owner, IMPORTING on the other node, one key moved
     over): for the moved key and a new one the owner answers ASK, which the server follows with ASKING — for
     relayed and AI commands alike — while the key still on the owner is read there."""
-    stay, moved, new = "{mig}stay", "{mig}moved", "{mig}new"
+    stay, moved, new, big = "{mig}stay", "{mig}moved", "{mig}new", "{mig}big"
+    blob = np.arange(20_000, dtype=np.float32).tobytes()  # over 64 KiB: its header and data sent apart
     slot = key_slot(stay.encode())
     source = owner(cluster, stay)
     target = next(node for node in cluster.primaries() if node.port != source.port)
@@ -359,12 +387,16 @@ def test_a_slot_half_migrated_is_followed_by_ask(cluster: LocalCluster, client: 
         on_target.execute_command("ASKING")
         assert on_target.exists(new) == 1  # written where the slot is going
         assert client.execute_command("AI.TENSORGET", new, "VALUES") == [b"3"]
+        assert client.execute_command("AI.TENSORSET", big, "FLOAT", 20_000, "BLOB", blob) == b"OK"
+        on_target.execute_command("ASKING")
+        assert on_target.exists(big) == 1 and left_on_source() == 1
+        assert client.execute_command("AI.TENSORGET", big, "BLOB") == blob
     finally:
         if source.client().exists(stay):
             source.client().execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", stay)
         assign_slot(cluster, slot, target)  # the migration ends, then the emptied slot goes back
         assert wait_until(lambda: served_by(cluster, stay, target))
-        for key in (stay, moved, new):
+        for key in (stay, moved, new, big):
             target.client().delete(key)
         assign_slot(cluster, slot, source)
         assert wait_until(lambda: served_by(cluster, stay, source))

@@ -227,6 +227,52 @@ def test_overwrite_replaces_and_drops_ttl(client: redis.Redis) -> None:
     assert client.exists("t") == 0  # a failed TENSORSET writes nothing
 
 
+BIG_ELEMENTS = 64 * 1024 // 4 + 1
+"""A FLOAT tensor of this many elements is over 64 KiB: written by MULTI, a check script and SET … NX
+(server/store/atomic.py ``big_tensor_write``), where a small one is written by a single script."""
+
+
+def _big_blob(first: float) -> bytes:
+    return np.arange(first, first + BIG_ELEMENTS, dtype=np.float32).tobytes()
+
+
+def test_a_big_tensorset_refuses_other_keys_and_replaces_a_tensor_dropping_its_ttl(client: redis.Redis) -> None:
+    client.hset("hash", "f", "v")
+    client.set("plain", "value")
+    client.set("empty", "")
+    client.rpush("list", "a")
+    client.set("code255", stored(255, (1,), bytes(4)))
+    for key in ("hash", "plain", "empty", "list", "code255"):
+        assert _error(client, "AI.TENSORSET", key, "FLOAT", BIG_ELEMENTS, "BLOB", _big_blob(0)) == WRONGTYPE
+    assert client.hgetall("hash") == {b"f": b"v"} and client.lrange("list", 0, -1) == [b"a"]
+    assert client.get("plain") == b"value" and client.get("empty") == b""
+    assert client.get("code255") == stored(255, (1,), bytes(4))
+    assert client.execute_command("AI.TENSORSET", "t", "FLOAT", 2, "VALUES", 1, 2) == b"OK"
+    client.expire("t", 100)
+    for first in (1.0, 2.0):  # a small tensor replaced by a big one, then a big one by a big one
+        assert client.execute_command("AI.TENSORSET", "t", "FLOAT", BIG_ELEMENTS, "BLOB", _big_blob(first)) == b"OK"
+        assert client.ttl("t") == -1
+        assert client.execute_command("AI.TENSORGET", "t", "BLOB") == _big_blob(first)
+    assert client.execute_command("AI.TENSORSET", "new", "FLOAT", BIG_ELEMENTS, "BLOB", _big_blob(3)) == b"OK"
+    assert client.execute_command("AI.TENSORGET", "new", "BLOB") == _big_blob(3)
+    written = client.get("new")  # its header and data, sent apart, are one value in the store
+    assert written[:8] == b"\x89RAI\x02\x01\x01\x00" and written[16:] == struct.pack("<q", BIG_ELEMENTS) + _big_blob(3)
+
+
+def test_a_big_tensorset_after_the_store_lost_its_scripts_checks_the_key_all_the_same(client: redis.Redis) -> None:
+    """SCRIPT FLUSH reaches the store: its check script is gone. A missing key is written at once (SET … NX
+    writes only a missing key); a tensor is replaced once the script is sent again; another key stays as it is."""
+    client.set("plain", "value")
+    assert client.execute_command("AI.TENSORSET", "t", "FLOAT", 2, "VALUES", 1, 2) == b"OK"
+    for key, answer in (("missing", b"OK"), ("t", b"OK"), ("plain", WRONGTYPE)):
+        assert client.script_flush() is True
+        args = ("AI.TENSORSET", key, "FLOAT", BIG_ELEMENTS, "BLOB", _big_blob(5))
+        assert (client.execute_command(*args) if answer == b"OK" else _error(client, *args)) == answer
+    assert client.execute_command("AI.TENSORGET", "missing", "BLOB") == _big_blob(5)
+    assert client.execute_command("AI.TENSORGET", "t", "BLOB") == _big_blob(5)
+    assert client.get("plain") == b"value"
+
+
 def test_plain_set_of_a_valid_encoding_is_a_tensor(client: redis.Redis) -> None:
     data = np.array([[1.5, 2.5, 3.5]], dtype="<f8").tobytes()
     client.set("hand", stored(2, (1, 3), data))

@@ -16,7 +16,7 @@ from server.protocol.big_bulk import BigBulk
 from server.protocol.framer import ReplyFramer
 from server.protocol.reply import NULL_ARRAY, OK, PONG, Push, Status, Verbatim, encode
 from server.protocol.request import Limits, RequestParser, parse_strict_int, split_inline_args
-from server.store.upstream import pack_command
+from server.store.upstream import pack_command, pack_parted
 
 STREAM = (
     b"*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$12\r\nhello\r\nworld\r\n"
@@ -351,6 +351,21 @@ def test_store_commands_are_packed_as_hiredis_packs_them(sizes: list[int]) -> No
     reader = hiredis.Reader()
     reader.feed(pack_command(argv))
     assert reader.gets() == argv
+
+
+def test_an_argument_sent_in_parts_is_the_one_bulk_of_its_joined_value_and_its_data_is_not_copied() -> None:
+    """server/store/upstream.py pack_parted: the commands' RESP as if the argument were its parts joined, the
+    data its own buffer (the very object, no copy), the small parts around it joined."""
+    head, data = b"H" * 40, memoryview(bytes(range(256)) * 300)
+    commands = [[b"MULTI"], [b"EVALSHA", b"0" * 40, b"1", b"k", b"0"], [b"SET", b"k", b"", b"NX"], [b"EXEC"]]
+    buffers = pack_parted(commands, (2, 2), (head, data))
+    joined = [list(argv) for argv in commands]
+    joined[2][2] = head + bytes(data)
+    assert b"".join(buffers) == b"".join(pack_command(argv) for argv in joined)
+    assert len(buffers) == 3 and buffers[1] is data
+    reader = hiredis.Reader()
+    reader.feed(b"".join(buffers))
+    assert [reader.gets() for _ in joined] == joined
 
 
 ANNOUNCED_HUGE = textwrap.dedent("""

@@ -18,12 +18,15 @@ from backends.errors import AIError
 from backends.tensor import (
     DTYPES,
     MAGIC,
+    UNJOINED_FROM,
     Tensor,
+    TensorValue,
     check_length,
     decode_tensor,
     encode_header,
     encode_tensor,
     encode_tensor_parts,
+    encode_tensor_value,
     looks_like_tensor,
     read_header,
     stamped_prefix,
@@ -92,6 +95,27 @@ def test_the_stamped_prefix_names_a_write() -> None:
     assert first[16:] == second[16:] and stamped_prefix(first) == first[:16] != stamped_prefix(second)
     unstamped = first[:8] + bytes(8) + first[16:]
     assert stamped_prefix(unstamped) is None and decode_tensor(unstamped).shape == (4,)
+
+
+def test_a_big_value_is_kept_as_its_header_and_data_and_read_as_the_joined_one() -> None:
+    """``TensorValue``: what a big TENSORSET sends and keeps. It decodes, names its write and measures as the
+    joined value would, its data a view of the tensor's own (no copy); a small value is joined."""
+    array = np.arange(UNJOINED_FROM // 4, dtype=np.float32).reshape(2, -1)
+    value = encode_tensor_value(Tensor.from_numpy(array))
+    assert isinstance(value, TensorValue) and np.shares_memory(np.frombuffer(value.data, np.uint8), array)
+    joined = value.joined()
+    assert len(value) == len(joined) and joined[: len(value.head)] == value.head
+    assert stamped_prefix(value) == stamped_prefix(joined) == joined[:16]
+    decoded = decode_tensor(value)
+    assert decoded.shape == (2, UNJOINED_FROM // 8) and np.array_equal(decoded.to_numpy(), array)
+    assert np.shares_memory(decoded.array, array) and not decoded.array.flags.writeable
+    assert decode_tensor(joined).shape == decoded.shape
+    small = encode_tensor_value(Tensor.from_numpy(np.ones(3, np.float32)))
+    assert isinstance(small, bytes) and decode_tensor(small).shape == (3,)
+    for head, data in ((value.head + b"x", bytes(value.data)), (value.head, bytes(value.data)[:-4])):
+        with pytest.raises(AIError) as info:  # a header with bytes after its dims, or data a shape too short
+            decode_tensor(TensorValue(head, data))
+        assert info.value.message == msgs.WRONGTYPE_MSG
 
 
 @pytest.mark.parametrize("name", list(NUMERIC))

@@ -162,14 +162,13 @@ def test_a_cluster_plans_a_run_apart_in_one_call_or_by_slot() -> None:
     assert inside and apart is None and [call[1] for call in calls] == [[OUT_A], [INPUT], [MODEL, MODEL]]
 
 
-def test_a_derived_key_is_tagged_into_its_objects_slot_only_on_a_cluster() -> None:
-    """A staged write's key, or an older release's counters key, shares its object's slot on a cluster by a hash
-    tag before its name; a single store's keys all share one slot, so there is no tag to put or take away."""
+def test_an_older_counters_key_loses_its_tag_only_on_a_cluster() -> None:
+    """An older release's counters key shares its object's slot on a cluster by a hash tag before its name; a
+    single store's keys all share one slot, so there is no tag to take away."""
     one, cluster = _one_node(), ClusterState(StoreAddress())
-    assert one.derived_key(b"p:", MODEL, b"n") == b"p:n" and one.untagged(b"{t}m") == b"{t}m"
-    derived = cluster.derived_key(b"p:", MODEL, b"n")
-    assert derived.startswith(b"p:{") and derived.endswith(b"}n") and key_slot(derived) == key_slot(MODEL)
-    tagged = derived[len(b"p:") : -len(b"n")] + MODEL  # an older release's counters key, less its prefix
+    assert one.untagged(b"{t}m") == b"{t}m"
+    tagged = b"{" + cluster.tags.of(cluster.tags.slot(MODEL)) + b"}" + MODEL  # the key, less its prefix
+    assert key_slot(tagged) == key_slot(MODEL)
     assert cluster.untagged(tagged) == MODEL and cluster.untagged(MODEL) == MODEL
 
 
