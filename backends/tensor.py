@@ -5,19 +5,20 @@ on one type (a frozen ``Tensor`` over a C-contiguous little-endian numpy array) 
 
 Storage (docs/tensor-format.md): a tensor is one Redis string, readable by any client with a plain GET::
 
-    offset 0   4 bytes   magic  b"\\x89RAI"
-    offset 4   1 byte    format version (1)
-    offset 5   1 byte    dtype code (``DType.code``)
-    offset 6   2 bytes   ndim, uint16 little-endian (0 … 64)
-    offset 8   8*ndim    dims, int64 little-endian
-    then                 data: raw little-endian elements in C order; STRING: each element followed by one NUL
+    offset 0    4 bytes   magic  b"\\x89RAI"
+    offset 4    1 byte    format version (2; version 1, without the stamp, is still read)
+    offset 5    1 byte    dtype code (``DType.code``)
+    offset 6    2 bytes   ndim, uint16 little-endian (0 … 64)
+    offset 8    8 bytes   stamp: names this write (all zero: none)
+    offset 16   8*ndim    dims, int64 little-endian
+    then                  data: raw little-endian elements in C order; STRING: each element followed by one NUL
 
 Copies of a large (≥ 100 MB) numeric tensor — these are the only ones:
 
 * In (``AI.TENSORSET … BLOB``): ``build_tensor`` wraps the argument with ``numpy.frombuffer`` (no copy);
-  ``encode_tensor`` joins header and data into the value the store keeps (1 copy, the only one here). The
-  embedded store keeps that very ``bytes`` object; a real Redis gets it through the socket writer.
-  (``encode_tensor_parts`` hands out header and data separately for a writer that can send them unjoined.)
+  ``encode_tensor_value`` keeps header and data apart (``TensorValue``, no copy) from 64 KiB, and the store
+  writer sends them as one bulk (server/store/upstream.py ``pack_parted``). ``encode_tensor`` joins them
+  (1 copy), for what must be one ``bytes``.
 * Out (``AI.TENSORGET``): ``decode_tensor`` is ``numpy.frombuffer`` on a memoryview of the stored value
   (no copy) and ``Tensor.data`` is a memoryview of the array (no copy); the RESP encoder joins it into the
   reply (1 copy, server/protocol/reply.py).
@@ -339,7 +340,7 @@ class TensorValue:
 
     def __init__(self, head: bytes, data: bytes | memoryview) -> None:
         self.head = head
-        self.data = data
+        self.data = data if isinstance(data, bytes) else data.cast("B")  # (so that len() counts bytes)
 
     def __len__(self) -> int:
         return len(self.head) + len(self.data)

@@ -278,7 +278,7 @@ class Keyspace:
     async def _write_big(self, key: bytes, value: bytes | TensorValue, empty_is_free: bool,
                          loaded: bool) -> AIError | bool | None:
         """One ``big_tensor_write``: True written, the refusal or error, or None when the script was lost and the
-        key held something (nothing written: the check did not run)."""
+        key held something, or the store refused the script's EVALSHA as it was queued (nothing written)."""
         try:
             replies = await self._send_big(key, value, empty_is_free, loaded)
         except AIError:
@@ -287,8 +287,8 @@ class Keyspace:
             raise
         queued_errors = [reply for reply in replies[1:-1] if isinstance(reply, AIError)]
         result = replies[-1]
-        if queued_errors:
-            return queued_errors[0]
+        if queued_errors:  # (nothing ran: EXEC discarded the transaction)
+            return None if loaded and _no_script(queued_errors[0]) else queued_errors[0]
         if isinstance(result, AIError) or not isinstance(result, list) or len(result) != 2:
             return result if isinstance(result, AIError) else AIError(msgs.TRANSACTION_ABORTED_MSG)
         checked, stored = result
@@ -312,6 +312,7 @@ class Keyspace:
                 raise_if_unavailable(*replies)
                 if not any(is_redirect(reply) or is_retry_later(reply) for reply in replies):
                     return replies
+                self._router.request_refresh()
             value = value.joined()
         return await self.pipeline(big_tensor_write(key, value, empty_is_free, loaded))
 

@@ -53,7 +53,7 @@ class _Check:
         self.key = key
         self.digest = digest
         self.counter_key = counter_key  # b"": the runs add no counts (a run done again after STALEMODEL)
-        self.value = value  # an input's: the value the runs took from the cache (then no digest, no counts)
+        self.value = value  # an input's: the check value of what the runs took from the cache (no digest, no counts)
         self.numbers = [0, 0, 0, 0]  # calls, duration µs, samples, errors: RECORD_RUN's
 
     def call(self) -> ScriptCall:

@@ -100,6 +100,8 @@ def pack_parted(commands: list[list[bytes]], where: tuple[int, int],
                 small = [b"\r\n"]
             else:
                 small.extend((bulk_header(len(arg)), arg, b"\r\n"))
+    if len(out) < 2:
+        raise ValueError(f"no argument at {where} to send in parts")
     out.append(b"".join(small))
     return out
 

@@ -16,6 +16,7 @@ from server.protocol.big_bulk import BigBulk
 from server.protocol.framer import ReplyFramer
 from server.protocol.reply import NULL_ARRAY, OK, PONG, Push, Status, Verbatim, encode
 from server.protocol.request import Limits, RequestParser, parse_strict_int, split_inline_args
+from server.store.atomic import BIG_VALUE_AT, big_tensor_write
 from server.store.upstream import pack_command, pack_parted
 
 STREAM = (
@@ -366,6 +367,11 @@ def test_an_argument_sent_in_parts_is_the_one_bulk_of_its_joined_value_and_its_d
     reader = hiredis.Reader()
     reader.feed(b"".join(buffers))
     assert [reader.gets() for _ in joined] == joined
+    with pytest.raises(ValueError, match="no argument"):  # never the placeholder in its place
+        pack_parted(commands, (2, 4), (head, data))
+    value = b"v" * 10
+    written = big_tensor_write(b"k", value, False)  # where the keyspace puts a big tensor's parts
+    assert written[BIG_VALUE_AT[0]][BIG_VALUE_AT[1]] is value and written[BIG_VALUE_AT[0]][0] == b"SET"
 
 
 ANNOUNCED_HUGE = textwrap.dedent("""
