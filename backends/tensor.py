@@ -20,8 +20,8 @@ Copies of a large (≥ 100 MB) numeric tensor — these are the only ones:
   writer sends them as one bulk (server/store/upstream.py ``pack_parted``). ``encode_tensor`` joins them
   (1 copy), for what must be one ``bytes``.
 * Out (``AI.TENSORGET``): ``decode_tensor`` is ``numpy.frombuffer`` on a memoryview of the stored value
-  (no copy) and ``Tensor.data`` is a memoryview of the array (no copy); the RESP encoder joins it into the
-  reply (1 copy, server/protocol/reply.py).
+  (no copy) and ``Tensor.data`` is a memoryview of the array (no copy), written as its own buffer from 64 KiB
+  (server/protocol/reply.py ``vectored``; a smaller one is joined into its reply).
 * torch: ``Tensor.to_torch``/``Tensor.from_torch`` share memory (DLPack or ``from_numpy``/``.numpy()``)
   unless the device or the layout forces a copy (GPU tensors, non-contiguous views, big-endian arrays,
   read-only arrays on numpy < 2).

@@ -40,7 +40,7 @@ from backends.tensor_args import (
     tensorget_format,
     tensorget_reply,
 )
-from server.protocol.reply import OK, Raw, array_header, bulk_header, integer_reply
+from server.protocol.reply import BIG_REPLY_PART, OK, Raw, RawParts, array_header, bulk_header, integer_reply
 
 if TYPE_CHECKING:
     from server.commands.context import Client
@@ -135,7 +135,7 @@ def tensor_answer(fmt: TensorGetFormat, raw: Any, values_max: int = 0) -> Any:
     return tensorget_reply(decode_tensor(raw), fmt, values_max)
 
 
-def meta_blob_reply(raw: bytes | TensorValue) -> Raw | None:
+def meta_blob_reply(raw: bytes | TensorValue) -> Raw | RawParts | None:
     """``META BLOB`` of a numeric tensor, encoded straight from the stored header: the same bytes as
     ``tensorget_reply`` (a plain array, in RESP2 and RESP3 alike), without building a numpy array and a reply
     tree to encode. It is the most common TENSORGET. None (the general path) for STRING tensors and dtypes
@@ -155,6 +155,8 @@ def meta_blob_reply(raw: bytes | TensorValue) -> Raw | None:
         parts.append(integer_reply(dim))
     parts.append(b"$4\r\nblob\r\n")
     parts.append(bulk_header(len(data)))
+    if len(data) >= BIG_REPLY_PART:  # the data its own buffer: not copied into the reply
+        return RawParts([b"".join(parts), data, b"\r\n"])
     parts.append(data)
     parts.append(b"\r\n")
     return Raw(b"".join(parts))

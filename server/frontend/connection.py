@@ -42,7 +42,7 @@ from server.frontend.relay import Relay
 from server.frontend.replies import ReplyQueue, failure_reply
 from server.ops.logs import VERBOSE
 from server.ops.stats import CommandStat
-from server.protocol.reply import Raw, Status, encode
+from server.protocol.reply import Raw, RawParts, Status, encode, vectored
 from server.protocol.request import RequestParser
 from server.protocol.slot import ReplySlot
 from server.store.keyspace import Keyspace
@@ -60,7 +60,8 @@ PUBSUB_OUTPUT_LIMIT = 32 * 1024 * 1024
 PUSH_OUTPUT_LIMIT = 1024 * 1024 * 1024  # a client not subscribed that gets pushes: bounded, unlike Redis's
 # What synchronous handlers return; anything else may be a coroutine of a compiled (mypyc) handler, whose type
 # is not CoroutineType.
-PLAIN_OUTCOMES: Final[frozenset[type]] = frozenset({bytes, str, int, float, list, tuple, dict, type(None), Status, Raw})
+PLAIN_OUTCOMES: Final[frozenset[type]] = frozenset({bytes, str, int, float, list, tuple, dict, type(None), Status, Raw,
+                                                   RawParts, memoryview})
 
 
 
@@ -324,7 +325,11 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         """A handler's result: relay the command (maybe rewriting the store's reply), or fill the slot."""
         try:
             if not self.relay.send(argv, slot, outcome):
-                slot.fill(encode(outcome, self.state.proto))
+                parts = vectored(outcome)
+                if parts is None:
+                    slot.fill(encode(outcome, self.state.proto))
+                else:
+                    slot.fill_parts(parts)
         except Exception as exc:  # a reply we cannot encode or relay is a bug: one error reply
             slot.fill(failure_reply(exc, argv, self.state.proto, "could not be answered"))
 
@@ -379,7 +384,9 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         if self.transport is None or self._closed:
             return
         out = self.replies.ready()
-        if out:
+        if isinstance(out, list):
+            self.transport.writelines(out)
+        elif out:
             self.transport.write(out)
         if self._close_after_reply and not self.replies and self._task is None:
             self.transport.close()

@@ -57,15 +57,23 @@ class ReplyQueue:
         """Some slot is still unanswered (a relayed reply, or a run, still on its way)."""
         return bool(self._slots) and any(not slot.done for slot in self._slots)
 
-    def ready(self) -> bytes:
-        """The bytes of every answered slot at the head, removed from the queue (b"" when none)."""
+    def ready(self) -> bytes | list[bytes | memoryview]:
+        """The bytes of every answered slot at the head, removed from the queue (b"" when none): one ``bytes``,
+        or the buffers to write one after another when a slot holds a big part (``ReplySlot.fill_parts``)."""
         slots = self._slots
         if not slots or not slots[0].done:
             return b""
-        out: list[bytes] = []
+        out: list[bytes | memoryview] = []
+        vectored = False
         while slots and slots[0].done:
-            out.append(slots.popleft().output())
-        return b"".join(out)
+            slot = slots.popleft()
+            parts = slot.vectored_parts()
+            if parts is None:
+                out.append(slot.output())
+            else:
+                out.extend(parts)
+                vectored = True
+        return out if vectored else b"".join(out)
 
     def __len__(self) -> int:
         return len(self._slots)

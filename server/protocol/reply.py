@@ -54,6 +54,33 @@ class Raw:
         self.data: Final = data
 
 
+class RawParts:
+    """RESP already encoded, as buffers to write one after another: a reply that carries a tensor's data,
+    which is not copied into one ``bytes`` with the rest (``vectored``). Immutable."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[bytes | memoryview]) -> None:
+        self.parts: Final = parts
+
+
+BIG_REPLY_PART: Final = 64 * 1024
+"""A bulk at least this big (a tensor's data) is written as its own buffer, not joined into its reply."""
+
+
+def vectored(value: Any) -> list[bytes | memoryview] | None:
+    """``value``'s RESP as buffers to write one after another, when it is ``RawParts`` or a bulk of at least
+    ``BIG_REPLY_PART`` bytes (AI.TENSORGET … BLOB's data); None otherwise: ``encode`` joins it."""
+    kind = type(value)
+    if kind is RawParts:
+        return list(value.parts)
+    if kind is memoryview and value.nbytes >= BIG_REPLY_PART:
+        return [bulk_header(value.nbytes), value, b"\r\n"]
+    if kind is bytes and len(value) >= BIG_REPLY_PART:
+        return [bulk_header(len(value)), value, b"\r\n"]
+    return None
+
+
 class _NullArray:
     """``*-1`` in RESP2, ``_`` in RESP3."""
 
@@ -139,6 +166,8 @@ def _encode_into(value: Any, proto: int, out: list[bytes]) -> None:  # noqa: C90
             _encode_into(item, proto, out)
     elif kind is Raw:
         out.append(value.data)
+    elif kind is RawParts:
+        out.extend(value.parts)
     else:
         _encode_rare(value, proto, out)
 

@@ -20,17 +20,18 @@ class ReplySlot:
     One per command, so a plain class: mypyc compiles its ``__init__``, where a dataclass's generated one
     would run interpreted."""
 
-    __slots__ = ("chunks", "frames_left", "suppressed", "transform")
+    __slots__ = ("chunks", "frames_left", "parts", "suppressed", "transform")
 
     def __init__(self, frames_left: int = 1) -> None:
         self.frames_left = frames_left
         self.chunks: list[bytes] = []
+        self.parts: list[bytes | memoryview] | None = None  # ``fill_parts``'s buffers, written as they are
         self.transform: Callable[[bytes], bytes] | None = None
         self.suppressed = False  # CLIENT REPLY OFF/SKIP: completed like any slot, but nothing is written
 
     def output(self) -> bytes:
         """The bytes to write, after the optional rewrite of a relayed reply (COMMAND merges ours in)."""
-        data = b"".join(self.chunks)
+        data = b"".join(self.chunks if self.parts is None else self.parts)
         if self.transform is not None:
             try:
                 data = self.transform(data)  # runs even when suppressed: it may also record what happened
@@ -58,6 +59,16 @@ class ReplySlot:
         """Complete the slot with its whole reply at once."""
         self.chunks.append(data)
         self.frames_left = 0
+
+    def fill_parts(self, parts: list[bytes | memoryview]) -> None:
+        """Complete the slot with its whole reply as buffers to write one after another, never joined (a
+        tensor's data: server/protocol/reply.py ``vectored``)."""
+        self.parts = parts
+        self.frames_left = 0
+
+    def vectored_parts(self) -> list[bytes | memoryview] | None:
+        """``fill_parts``'s buffers, when they are to be written as they are (not suppressed, no rewrite)."""
+        return self.parts if self.transform is None and not self.suppressed else None
 
     def finish(self) -> None:
         """Complete the slot with whatever arrived (a command that sends fewer replies than expected)."""

@@ -84,7 +84,9 @@ IN_ONE_TRANSACTION = (b"AI.TENSORSET {t}a INT32 2 VALUES 7 8", b"AI.TENSORGET {t
                       b"AI.TENSORGET {t}a META BLOB", b"AI.TENSORGET {t}a META", b"AI.TENSORGET {t}nope",
                       b"AI.MODELSTORE {t}m TORCH CPU TAG t BLOB @", b"AI.MODELGET {t}m META", b"AI.INFO {t}m",
                       b"AI.INFO {t}m RESETSTAT", b"AI.MODELDEL {t}nope", b"AI.TENSORGET {t}m",
-                      b"AI.SCRIPTGET {t}m", b"AI.CONFIG GET MODEL_CHUNK_SIZE")
+                      b"AI.SCRIPTGET {t}m", b"AI.CONFIG GET MODEL_CHUNK_SIZE",
+                      b"AI.TENSORSET {t}big FLOAT 20000 BLOB %", b"AI.TENSORGET {t}big META BLOB",
+                      b"AI.TENSORGET {t}big BLOB")  # (% : 80 KB, a blob its reply does not join)
 
 
 @pytest.mark.parametrize("proto", [2, 3])
@@ -104,7 +106,8 @@ def test_each_answer_at_exec_is_the_commands_own_reply_byte_for_byte(server: Run
 
 
 def _request(*parts: bytes) -> bytes:
-    args = [torch_add() if part == b"@" else part for part in parts]
+    big = np.arange(20_000, dtype=np.float32).tobytes()
+    args = [torch_add() if part == b"@" else big if part == b"%" else part for part in parts]
     return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
 
 

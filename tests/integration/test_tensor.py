@@ -273,6 +273,28 @@ def test_a_big_tensorset_after_the_store_lost_its_scripts_checks_the_key_all_the
     assert client.get("plain") == b"value"
 
 
+def test_big_blob_replies_leave_whole_and_in_order_among_others(server: RunningServer) -> None:
+    """A big BLOB's data is written as its own buffer, not joined into its reply (server/protocol/reply.py
+    ``vectored``): pipelined between small replies, in RESP2 and RESP3, every reply arrives whole and in order,
+    and a suppressed one (CLIENT REPLY SKIP) is not written at all."""
+    blob = _big_blob(7)
+    conn = server.client()
+    assert conn.execute_command("AI.TENSORSET", "t", "FLOAT", BIG_ELEMENTS, "BLOB", blob) == b"OK"
+    conn.set("plain", "v")
+    bulk = b"$%d\r\n%s\r\n" % (len(blob), blob)
+    meta_blob = (b"*6\r\n$5\r\ndtype\r\n$5\r\nFLOAT\r\n$5\r\nshape\r\n*1\r\n:%d\r\n$4\r\nblob\r\n" % BIG_ELEMENTS
+                 + bulk)
+    raw = server.raw()
+    for resp3 in (False, True):
+        if resp3:
+            raw.switch_to_resp3()
+        raw.send(b"PING\r\nAI.TENSORGET t BLOB\r\nGET plain\r\nAI.TENSORGET t META BLOB\r\n"
+                 b"AI.TENSORGET t BLOB\r\nCLIENT REPLY SKIP\r\nAI.TENSORGET t BLOB\r\nPING\r\n")
+        expected = b"+PONG\r\n" + bulk + b"$1\r\nv\r\n" + meta_blob + bulk + b"+PONG\r\n"
+        assert raw.read_exactly(expected) == expected
+    raw.close()
+
+
 def test_plain_set_of_a_valid_encoding_is_a_tensor(client: redis.Redis) -> None:
     data = np.array([[1.5, 2.5, 3.5]], dtype="<f8").tobytes()
     client.set("hand", stored(2, (1, 3), data))

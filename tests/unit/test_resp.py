@@ -12,9 +12,11 @@ import hiredis
 import pytest
 
 from backends.errors import AIError, ProtocolError
+from server.commands.client_state import ClientState
+from server.frontend.replies import ReplyQueue
 from server.protocol.big_bulk import BigBulk
 from server.protocol.framer import ReplyFramer
-from server.protocol.reply import NULL_ARRAY, OK, PONG, Push, Status, Verbatim, encode
+from server.protocol.reply import NULL_ARRAY, OK, PONG, Push, RawParts, Status, Verbatim, encode, vectored
 from server.protocol.request import Limits, RequestParser, parse_strict_int, split_inline_args
 from server.store.atomic import BIG_VALUE_AT, big_tensor_write
 from server.store.upstream import pack_command, pack_parted
@@ -372,6 +374,30 @@ def test_an_argument_sent_in_parts_is_the_one_bulk_of_its_joined_value_and_its_d
     value = b"v" * 10
     written = big_tensor_write(b"k", value, False)  # where the keyspace puts a big tensor's parts
     assert written[BIG_VALUE_AT[0]][BIG_VALUE_AT[1]] is value and written[BIG_VALUE_AT[0]][0] == b"SET"
+
+
+def test_a_big_bulk_reply_is_its_own_buffer_and_the_queue_keeps_the_order() -> None:
+    """server/protocol/reply.py ``vectored`` and ReplyQueue.ready: a bulk of BIG_REPLY_PART bytes or more is
+    left as it is (the very object), smaller ones are encoded and joined as before."""
+    big = memoryview(bytes(range(256)) * 256)  # 64 KiB
+    assert vectored(big) == [b"$65536\r\n", big, b"\r\n"] and vectored(big)[1] is big
+    assert vectored(bytes(big)) is not None and vectored(big[:-1]) is None and vectored(b"small") is None
+    parts = RawParts([b"*1\r\n$65536\r\n", big, b"\r\n"])
+    assert vectored(parts) == parts.parts and encode(parts) == b"*1\r\n" + encode(big)
+    queue = ReplyQueue()
+    state = ClientState(1, "127.0.0.1:5000", "127.0.0.1:6379", 7, True)
+    first, second, third = queue.open(state), queue.open(state), queue.open(state)
+    second.fill_parts(vectored(big) or [])
+    assert queue.ready() == b""  # the head is unanswered: nothing leaves
+    first.fill(b"+PONG\r\n")
+    third.fill(b":1\r\n")
+    out = queue.ready()
+    assert isinstance(out, list) and out[2] is big
+    assert b"".join(out) == b"+PONG\r\n" + encode(big) + b":1\r\n" and not queue
+    skipped = queue.open(state)
+    skipped.suppressed = True
+    skipped.fill_parts(vectored(big) or [])
+    assert queue.ready() == b""
 
 
 ANNOUNCED_HUGE = textwrap.dedent("""
