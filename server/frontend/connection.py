@@ -42,7 +42,7 @@ from server.frontend.relay import Relay
 from server.frontend.replies import ReplyQueue, failure_reply
 from server.ops.logs import VERBOSE
 from server.ops.stats import CommandStat
-from server.protocol.reply import Raw, RawParts, Status, encode, vectored
+from server.protocol.reply import MEMORYVIEW, Raw, RawParts, Status, encode, vectored
 from server.protocol.request import RequestParser
 from server.protocol.slot import ReplySlot
 from server.store.keyspace import Keyspace
@@ -325,7 +325,8 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         """A handler's result: relay the command (maybe rewriting the store's reply), or fill the slot."""
         try:
             if not self.relay.send(argv, slot, outcome):
-                parts = vectored(outcome)
+                kind = type(outcome)  # (only these may be written unjoined: no call for any other reply)
+                parts = vectored(outcome) if kind is bytes or kind is MEMORYVIEW or kind is RawParts else None
                 if parts is None:
                     slot.fill(encode(outcome, self.state.proto))
                 else:
@@ -384,10 +385,11 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         if self.transport is None or self._closed:
             return
         out = self.replies.ready()
-        if isinstance(out, list):
+        if isinstance(out, bytes):
+            if out:
+                self.transport.write(out)
+        else:
             self.transport.writelines(out)
-        elif out:
-            self.transport.write(out)
         if self._close_after_reply and not self.replies and self._task is None:
             self.transport.close()
 

@@ -67,7 +67,7 @@ class ReplyQueue:
         vectored = False
         while slots and slots[0].done:
             slot = slots.popleft()
-            parts = slot.vectored_parts()
+            parts = slot.vectored_parts() if slot.parts is not None else None
             if parts is None:
                 out.append(slot.output())
             else:
