@@ -34,9 +34,6 @@ from server.store.upstream import (
     UpstreamProtocol,
     ValueReader,
     Watched,
-    has_big_argument,
-    pack_command,
-    pack_vectored,
 )
 
 MAX_REDIRECTS: Final = 5
@@ -59,7 +56,6 @@ class RedisLink(UpstreamConnection):
     def __init__(self, address: StoreAddress, db: int) -> None:
         super().__init__(address, db)
         self._pending = PendingReplies()
-        self._vectored = False  # the outbox holds a big argument: written as it is, buffer by buffer
 
     def _new_reader(self) -> FrameReader | ValueReader:
         return ValueReader()
@@ -82,13 +78,8 @@ class RedisLink(UpstreamConnection):
         replies = self._pending.expect(len(commands))
         if not self._outbox:
             replies.get_loop().call_soon(self._flush)  # (get_running_loop() would cost a getpid() syscall)
-        outbox = self._outbox
         for argv in commands:
-            if has_big_argument(argv):
-                outbox.extend(pack_vectored(argv))
-                self._vectored = True
-            else:
-                outbox.append(pack_command(argv))
+            self._queue(argv)
         if self._upstream is None:
             self._start_connecting()
         return replies
@@ -103,19 +94,6 @@ class RedisLink(UpstreamConnection):
         if self._upstream is None:
             self._start_connecting()
         return replies
-
-    def _flush(self) -> None:
-        """Everything queued in this loop iteration, in one write (to the connection alive now; while it is
-        being made the outbox waits for it)."""
-        upstream = self._upstream
-        if upstream is None or not self._outbox:
-            return
-        outbox, self._outbox = self._outbox, []
-        if self._vectored and upstream.transport is not None:
-            self._vectored = False
-            upstream.transport.writelines(outbox)
-        else:
-            upstream.write(b"".join(outbox))
 
     def oldest_pending(self) -> object | None:
         return self._pending.oldest()  # (the AI commands' calls never block)

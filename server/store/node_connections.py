@@ -16,8 +16,10 @@ from server.store.upstream import (
     StoreAddress,
     UpstreamConnection,
     UpstreamProtocol,
+    has_big_argument,
     lost_detail,
     pack_command,
+    pack_vectored,
 )
 
 
@@ -51,7 +53,14 @@ class NodeSession(UpstreamConnection):
         self._fifo.append(slot)
         if slot.frames_left == UNSIZED and len(self._fifo) == 1:
             slot.frames_left = self._pubsub.size_for(id(slot))
-        self._write(pack_command(argv))
+        upstream = self._upstream
+        if upstream is None:  # queued for the connection being made
+            self._queue(argv)
+            self._start_connecting()
+        elif upstream.transport is not None and has_big_argument(argv):  # the big argument not copied
+            upstream.transport.writelines(pack_vectored(argv))
+        else:
+            upstream.write(pack_command(argv))
 
     def oldest_pending(self) -> object | None:
         """The command waiting longest for its reply, for a cluster's watchdog; None when none waits, or when
@@ -277,7 +286,7 @@ class NodeRelay(UpstreamConnection):
         self._fifo.append((slot, sink))
         if not self._outbox and self._upstream is not None:
             asyncio.get_running_loop().call_soon(self._flush)
-        self._outbox.append(pack_command(argv))
+        self._queue(argv)
         self._start_connecting()
 
     def _attach(self, upstream: UpstreamProtocol) -> None:

@@ -375,6 +375,7 @@ class UpstreamConnection(ABC):
         self._connecting: asyncio.Task[None] | None = None
         self._cancelled: asyncio.Task[None] | None = None  # the connect ``close`` stopped, until it ends
         self._outbox: list[bytes | memoryview] = []
+        self._vectored = False  # the outbox holds a big argument: written as it is, buffer by buffer
 
     @property
     def address(self) -> StoreAddress:
@@ -430,14 +431,27 @@ class UpstreamConnection(ABC):
         """Whether a connection just made is taken into use (a session closed meanwhile closes it instead)."""
         return True
 
+    def _queue(self, argv: list[bytes]) -> None:
+        """``argv`` in RESP at the end of the outbox; a big argument (a tensor) as its own buffer, not copied
+        into a joined one (``pack_vectored``)."""
+        if has_big_argument(argv):
+            self._outbox.extend(pack_vectored(argv))
+            self._vectored = True
+        else:
+            self._outbox.append(pack_command(argv))
+
     def _flush(self) -> None:
         """Write the outbox in one write — only to a live connection: what is queued while it is being made
-        stays queued for it."""
+        stays queued for it. Joined, unless it holds a big argument: then its buffers as they are."""
         upstream = self._upstream
         if upstream is None or not self._outbox:
             return
-        data, self._outbox = b"".join(self._outbox), []
-        upstream.write(data)
+        outbox, self._outbox = self._outbox, []
+        if self._vectored and upstream.transport is not None:
+            self._vectored = False
+            upstream.transport.writelines(outbox)
+        else:
+            upstream.write(b"".join(outbox))
 
     def _on_lost(self, exc: Exception | None) -> None:
         self._upstream = None
