@@ -113,7 +113,8 @@ PY_TESTS := $(foreach name,$(PY_UNIT),tests/unit/test_$(name).py) \
 	tests/integration/test_torch_free.py tests/integration/test_passthrough.py \
 	--deselect tests/integration/test_passthrough.py::test_type_names_ai_values_as_redisai_does \
 	tests/integration/test_protocol_errors.py tests/integration/test_tensor.py \
-	tests/integration/test_connection_state.py tests/integration/test_shared_relay.py
+	tests/integration/test_connection_state.py tests/integration/test_shared_relay.py \
+	tests/integration/test_big_arguments.py
 
 $(PY_VENV)/.installed: pyproject.toml
 	@py=$$($(PY) -c 'import sys; print(sys.executable)' 2>/dev/null || \

@@ -47,6 +47,7 @@ from server.protocol.request import RequestParser
 from server.protocol.slot import ReplySlot
 from server.store.keyspace import Keyspace
 from server.store.session import SessionSink
+from server.store.upstream import writes_buffers
 
 log: Final = logging.getLogger("redisai.connection")
 
@@ -86,6 +87,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         self._executing = False
         self._protocol_broken = False
         self._in_place = False  # a big bulk is read straight into its place (not over TLS: decrypting copies)
+        self._writes_buffers = False  # a big reply part is written as it is (``writes_buffers``: uvloop's)
         self._bulk_reader: BulkReader | None = None
 
     # --- asyncio.Protocol ---------------------------------------------------------------------------------------
@@ -93,6 +95,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
         self._in_place = transport.get_extra_info("sslcontext") is None
+        self._writes_buffers = writes_buffers(transport)
         sock = transport.get_extra_info("socket")
         self.state = ClientState(
             id=self.ctx.next_client_id(),
@@ -388,8 +391,10 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         if isinstance(out, bytes):
             if out:
                 self.transport.write(out)
-        else:
+        elif self._writes_buffers:
             self.transport.writelines(out)
+        else:
+            self.transport.write(b"".join(out))
         if self._close_after_reply and not self.replies and self._task is None:
             self.transport.close()
 

@@ -69,7 +69,9 @@ class ReplyQueue:
             slot = slots.popleft()
             parts = slot.vectored_parts() if slot.parts is not None else None
             if parts is None:
-                out.append(slot.output())
+                data = slot.output()
+                if data:  # (no empty buffer in a list: asyncio's writelines may never finish one)
+                    out.append(data)
             else:
                 out.extend(parts)
                 vectored = True

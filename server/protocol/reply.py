@@ -79,7 +79,8 @@ def vectored(value: Any) -> list[bytes | memoryview] | None:
     if kind is RawParts:
         return list(value.parts)
     if kind is MEMORYVIEW and value.nbytes >= BIG_REPLY_PART:
-        return [bulk_header(value.nbytes), value, b"\r\n"]
+        view = value if value.format == "B" else value.cast("B")  # (a writer counts a buffer by its len())
+        return [bulk_header(view.nbytes), view, b"\r\n"]
     if kind is bytes and len(value) >= BIG_REPLY_PART:
         return [bulk_header(len(value)), value, b"\r\n"]
     return None

@@ -31,6 +31,8 @@ class ReplySlot:
 
     def output(self) -> bytes:
         """The bytes to write, after the optional rewrite of a relayed reply (COMMAND merges ours in)."""
+        if self.parts is not None and self.transform is None and self.suppressed:
+            return b""  # (a big reply no one reads is not copied)
         data = b"".join(self.chunks if self.parts is None else self.parts)
         if self.transform is not None:
             try:

@@ -99,8 +99,7 @@ class RedisLink(UpstreamConnection):
         return self._pending.oldest()  # (the AI commands' calls never block)
 
     def _fail_all(self, detail: str) -> None:
-        self._outbox = []
-        self._vectored = False
+        self._drop_outbox()
         self._pending.fail_all(AIError(msgs.UPSTREAM_DOWN_MSG.format(detail=detail)))
 
 

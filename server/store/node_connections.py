@@ -57,7 +57,7 @@ class NodeSession(UpstreamConnection):
         if upstream is None:  # queued for the connection being made
             self._queue(argv)
             self._start_connecting()
-        elif upstream.transport is not None and has_big_argument(argv):  # the big argument not copied
+        elif upstream.vectored and upstream.transport is not None and has_big_argument(argv):  # not copied
             upstream.transport.writelines(pack_vectored(argv))
         else:
             upstream.write(pack_command(argv))
@@ -121,7 +121,7 @@ class NodeSession(UpstreamConnection):
 
     def _fail_all(self, detail: str) -> None:
         self._fail_pending(detail)
-        self._outbox.clear()
+        self._drop_outbox()
         self._sink.flush()
 
     def _fail_pending(self, detail: str) -> None:
@@ -310,7 +310,7 @@ class NodeRelay(UpstreamConnection):
 
     def _fail_all(self, detail: str) -> None:
         error = _store_down_reply(detail)
-        self._outbox = []
+        self._drop_outbox()
         while self._fifo:
             slot, sink = self._fifo.popleft()
             slot.fill(error)

@@ -82,6 +82,15 @@ def pack_vectored(argv: list[bytes]) -> list[bytes]:
     return out
 
 
+def writes_buffers(transport: asyncio.BaseTransport) -> bool:
+    """Whether ``transport`` writes a list of buffers as they are, with its flow control and its checks of a
+    lost connection: uvloop's does (the default loop). asyncio's own joins them on Python 3.11; on 3.12 and
+    3.13 its ``writelines`` did not pause the protocol, and went on writing after the connection was lost, in
+    releases the review tried (3.12.1, 3.13.0). There a big argument or reply is joined and written with
+    ``write``: one copy."""
+    return type(transport).__module__ == "uvloop.loop"
+
+
 def pack_parted(commands: list[list[bytes]], where: tuple[int, int],
                 parts: tuple[bytes, bytes | memoryview]) -> list[bytes | memoryview]:
     """``commands`` in RESP as buffers to write one after another, the argument at ``where`` (its command's
@@ -251,10 +260,12 @@ class UpstreamProtocol(asyncio.Protocol):
         self._on_batch_end = on_batch_end
         self._on_lost = on_lost
         self.transport: asyncio.Transport | None = None
+        self.vectored = False  # its transport writes a list of buffers as they are (``writes_buffers``)
         self._garbled: Exception | None = None  # why the connection was dropped, when it was not RESP
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
+        self.vectored = writes_buffers(transport)
 
     def data_received(self, data: bytes) -> None:
         self._reader.feed(data)
@@ -447,11 +458,16 @@ class UpstreamConnection(ABC):
         if upstream is None or not self._outbox:
             return
         outbox, self._outbox = self._outbox, []
-        if self._vectored and upstream.transport is not None:
-            self._vectored = False
+        vectored, self._vectored = self._vectored, False
+        if vectored and upstream.vectored and upstream.transport is not None:
             upstream.transport.writelines(outbox)
         else:
             upstream.write(b"".join(outbox))
+
+    def _drop_outbox(self) -> None:
+        """Forget what is queued (the connection failed: its commands are answered with the error)."""
+        self._outbox = []
+        self._vectored = False
 
     def _on_lost(self, exc: Exception | None) -> None:
         self._upstream = None

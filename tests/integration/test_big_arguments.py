@@ -107,3 +107,32 @@ def test_pipelined_big_arguments_back_to_back_each_arrive_whole(any_loop_server:
         got += chunk
     assert got == expected
     sock.close()
+
+
+def test_big_replies_and_relayed_big_values_on_either_loop(any_loop_server: RunningServer) -> None:
+    """A big blob reply is written as its own buffer where the transport can (uvloop), joined where not
+    (asyncio's own loop): either way the replies arrive whole and in order. A batch that ends with a
+    suppressed reply (CLIENT REPLY OFF) is finished and the connection still closes on QUIT. A big value
+    relayed through the shared relay and through a client's own store connection (after SELECT) arrives whole."""
+    blob = np.arange(20_000, dtype=np.float32).tobytes()
+    conn = any_loop_server.client()
+    assert conn.execute_command("AI.TENSORSET", "t", "FLOAT", 20_000, "BLOB", blob) == b"OK"
+    bulk = b"$%d\r\n%s\r\n" % (len(blob), blob)
+    sock = socket.create_connection(("127.0.0.1", any_loop_server.port), timeout=10)
+    sock.sendall(b"PING\r\nAI.TENSORGET t BLOB\r\nAI.TENSORGET t BLOB\r\nCLIENT REPLY OFF\r\n")
+    expected = b"+PONG\r\n" + bulk + bulk
+    got = b""
+    while len(got) < len(expected):
+        chunk = sock.recv(65536)
+        assert chunk, got
+        got += chunk
+    assert got == expected
+    sock.sendall(b"AI.TENSORGET t BLOB\r\nQUIT\r\n")
+    assert sock.recv(65536) == b""  # nothing more, and closed
+    sock.close()
+    value = random.Random(7).randbytes(300_000)
+    assert conn.set("shared", value) and conn.get("shared") == value
+    session = any_loop_server.client(db=1)
+    assert session.set("own", value) and session.get("own") == value
+    session.close()
+    conn.close()
