@@ -38,6 +38,17 @@ def _wait_for(condition: Callable[[], bool], what: str) -> None:
     raise AssertionError(f"never: {what}")
 
 
+def _received(sock: socket.socket, size: int) -> bytes:
+    """Read until ``size`` bytes came (or the peer closed); what came."""
+    got = b""
+    while len(got) < size:
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
 def _readers(server: RunningServer) -> int:
     """How many clients' transports have a ``BulkReader`` as their protocol now."""
     connections = [conn for conn in list(server.server.ctx.clients.values()) if isinstance(conn, ClientConnection)]
@@ -65,12 +76,7 @@ def test_a_big_tensor_sent_slowly_in_odd_pieces_is_read_in_place_and_whole(any_l
         assert other.ping()  # another client is answered while the bulk arrives
     expected = (b"+PONG\r\n+OK\r\n*4\r\n$5\r\ndtype\r\n$5\r\nFLOAT\r\n$5\r\nshape\r\n*4\r\n:1\r\n:3\r\n:224\r\n:224\r\n"
                 b"$5\r\nafter\r\n")
-    got = b""
-    while len(got) < len(expected):
-        chunk = sock.recv(65536)
-        assert chunk, got
-        got += chunk
-    assert got == expected
+    assert _received(sock, len(expected)) == expected
     assert _readers(any_loop_server) == 0
     stored = other.execute_command("AI.TENSORGET", "img", "BLOB")
     assert stored == payload
@@ -100,12 +106,7 @@ def test_pipelined_big_arguments_back_to_back_each_arrive_whole(any_loop_server:
     sock = socket.create_connection(("127.0.0.1", any_loop_server.port), timeout=10)
     sock.sendall(request)
     expected = b"+OK\r\n" * 5 + b"*5\r\n" + b"".join(b"$%d\r\n%s\r\n" % (len(v), v) for v in values)
-    got = b""
-    while len(got) < len(expected):
-        chunk = sock.recv(1 << 20)
-        assert chunk
-        got += chunk
-    assert got == expected
+    assert _received(sock, len(expected)) == expected
     sock.close()
 
 
@@ -121,12 +122,7 @@ def test_big_replies_and_relayed_big_values_on_either_loop(any_loop_server: Runn
     sock = socket.create_connection(("127.0.0.1", any_loop_server.port), timeout=10)
     sock.sendall(b"PING\r\nAI.TENSORGET t BLOB\r\nAI.TENSORGET t BLOB\r\nCLIENT REPLY OFF\r\n")
     expected = b"+PONG\r\n" + bulk + bulk
-    got = b""
-    while len(got) < len(expected):
-        chunk = sock.recv(65536)
-        assert chunk, got
-        got += chunk
-    assert got == expected
+    assert _received(sock, len(expected)) == expected
     sock.sendall(b"AI.TENSORGET t BLOB\r\nQUIT\r\n")
     assert sock.recv(65536) == b""  # nothing more, and closed
     sock.close()
