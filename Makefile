@@ -104,7 +104,7 @@ endif
 PY ?= python3.12
 PY_VENV := build/venv-$(notdir $(PY))
 PY_UNIT := \
-	attempts batching_policy blocking_commands catalogue cluster_keys cluster_state cluster_watch \
+	attempts batching_policy blocking_commands bulk_reader catalogue cluster_keys cluster_state cluster_watch \
 	command_table commands_doc compiled config config_info_units connection cost_estimate dag_engine \
 	dag_parse decoded_inputs eager graph_args graph_plan graph_scheduler handle_cache inline_batch \
 	inline_policy key_specs layers model_args ops_logs_banner resp script_args shared_checks \

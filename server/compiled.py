@@ -33,6 +33,7 @@ HOT_MODULES: tuple[str, ...] = (
     "server.frontend.replies",
     "server.frontend.relay",
     "server.frontend.eager",
+    "server.frontend.bulk_reader",
     "server.commands.client_state",
     "server.ops.stats",
     "server.store.keyspace",

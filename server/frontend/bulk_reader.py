@@ -1,12 +1,17 @@
 """The reads of a big bulk argument, straight into the bytes object it becomes (server/protocol/big_bulk.py).
 
-While a client's big argument (a tensor, a model) is arriving, its transport's protocol is this reader: the event
-loop asks it for a buffer, and it hands out the rest of the argument's own bytes, so the kernel copies the
-client's bytes into place and nothing in our process copies them again. When the argument is complete the
-client's ``ClientConnection`` is the protocol again, and reads the CR LF and what follows as usual.
+Once a client has sent a big argument (a tensor, a model), its transport's protocol is this reader for as
+long as it keeps sending them. The event loop asks it for a buffer: while an argument is arriving it hands out
+the rest of the argument's own bytes, so the kernel copies the client's bytes into place and nothing in our
+process copies them again; otherwise a 64 KiB buffer of its own, whose bytes go to the client's
+``ClientConnection`` as a plain read. Staying keeps the read that announces the next argument small: a plain
+protocol's read is up to 256 KiB on uvloop, and what of the argument it holds is copied three times (the
+read's ``bytes``, the parser's buffer, the argument). A read through this reader costs more than a plain one
+(docs/bench-log.md), so after ``HAND_BACK_AFTER`` reads in a row that start no big argument the connection
+gets its protocol back.
 
-The connection switches (``ClientConnection._receive_in_place``); everything else a transport tells its protocol
-is passed on to the connection.
+The connection switches to the reader at its first big argument (``ClientConnection._receive_in_place``);
+everything else a transport tells its protocol is passed on to the connection.
 
     transport.set_protocol(BulkReader(connection))
 """
@@ -14,10 +19,10 @@ is passed on to the connection.
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+from typing import Final, Protocol
 
 from backends.errors import ProtocolError
-from server.protocol.request import RequestParser
+from server.protocol.request import BIG_BULK, RequestParser
 
 
 class ReadsInPlace(Protocol):
@@ -40,35 +45,45 @@ class ReadsInPlace(Protocol):
     def resume_writing(self) -> None: ...
 
 
+READ_SIZE: Final = BIG_BULK  # a read with no argument arriving: a big argument never fits in it whole
+HAND_BACK_AFTER: Final = 8  # reads in a row into READ_SIZE that start no big argument
+
+
 class BulkReader(asyncio.BufferedProtocol):
-    """The protocol of a client's transport while a big bulk of its request arrives."""
+    """The protocol of a client's transport from its first big bulk on."""
 
     def __init__(self, connection: ReadsInPlace) -> None:
         self._connection = connection
-        self._spare: bytearray | None = None
+        self._buffer = bytearray(READ_SIZE)
+        self._read = memoryview(self._buffer)  # what of it a read filled is taken through this view, not one handed out
+        self._into_buffer = False
+        self._plain_reads = 0
 
     def get_buffer(self, sizehint: int) -> memoryview:
         view = self._connection.parser.big_free()
         if view is not None and len(view):
+            self._into_buffer = False
             return view
-        self._spare = bytearray(64 * 1024)  # (never expected: the connection switches back once it is complete)
-        return memoryview(self._spare)
+        self._into_buffer = True
+        return memoryview(self._buffer)
 
     def buffer_updated(self, nbytes: int) -> None:
         connection = self._connection
-        spare, self._spare = self._spare, None
-        if spare is not None:
-            connection.end_in_place()
-            connection.data_received(bytes(spare[:nbytes]))
+        if self._into_buffer:
+            connection.data_received(bytes(self._read[:nbytes]))
+            if connection.parser.big_arriving():
+                self._plain_reads = 0
+                return
+            self._plain_reads += 1
+            if self._plain_reads >= HAND_BACK_AFTER:
+                self._plain_reads = 0
+                connection.end_in_place()
             return
         try:
             connection.parser.big_received(nbytes)
         except ProtocolError as exc:
             connection.end_in_place()
             connection.protocol_broken(exc)
-            return
-        if not connection.parser.big_arriving():
-            connection.end_in_place()
 
     def eof_received(self) -> bool | None:
         return self._connection.eof_received()

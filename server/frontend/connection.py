@@ -153,7 +153,8 @@ class ClientConnection(asyncio.Protocol, SessionSink):
 
     def _receive_in_place(self) -> None:
         """The rest of the big bulk that has started is read straight into its place (server/frontend/
-        bulk_reader.py): the transport's protocol is the reader until it is complete (``end_in_place``)."""
+        bulk_reader.py): the transport's protocol is the reader from now on (``end_in_place`` when the
+        protocol is broken)."""
         if self._bulk_reader is None:
             self._bulk_reader = BulkReader(self)
         self._switch_protocol(self._bulk_reader)
@@ -165,7 +166,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
         """uvloop picks its read callbacks (plain or buffered) when reading starts: reading stops around the
         switch, where it was on."""
         transport = self.transport
-        if transport is None or transport.is_closing():
+        if transport is None or transport.is_closing() or transport.get_protocol() is protocol:
             return
         reading = transport.is_reading()
         if reading:
@@ -180,6 +181,7 @@ class ClientConnection(asyncio.Protocol, SessionSink):
             log.log(VERBOSE, "client disconnected", extra={"fields": {"id": self.state.id, "addr": self.state.addr,
                                                                       "reason": str(exc) if exc else "closed"}})
         self.backlog.clear()
+        self.parser.drop_big()
         self.relay.drop_session()
         if self._task is not None:
             self._task.cancel()

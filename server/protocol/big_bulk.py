@@ -12,6 +12,7 @@ copy, the result would be the same bytes, one copy slower.
     bulk = BigBulk(first_part, size)     # first_part: what of it the announcing read held
     bulk.take(data)  /  bulk.free() then bulk.received(n)
     if bulk.complete(): arg = bulk.value()
+    else, when its client is gone: bulk.discard()
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import io
 class BigBulk:
     """One bulk of ``size`` bytes being received; ``filled`` of them are there."""
 
-    __slots__ = ("_file", "_view", "filled", "size")
+    __slots__ = ("_file", "_handed", "_view", "filled", "size")
 
     def __init__(self, first_part: bytes | bytearray | memoryview, size: int) -> None:
         self._file = io.BytesIO()
@@ -33,6 +34,7 @@ class BigBulk:
             self._file.seek(size - 1)
             self._file.write(b"\0")  # the bytes object at its full size (the gap zero-filled once)
         self._view = self._file.getbuffer()
+        self._handed: memoryview | None = None  # the last view ``free`` handed out, let go with ``_view``
 
     def complete(self) -> bool:
         return self.filled >= self.size
@@ -46,12 +48,29 @@ class BigBulk:
 
     def free(self) -> memoryview:
         """Where the next bytes of the bulk go: a read straight into it (``received`` then counts them)."""
-        return self._view[self.filled :]
+        self._handed = self._view[self.filled :]
+        return self._handed
 
     def received(self, count: int) -> None:
         self.filled += count
 
+    def discard(self) -> None:
+        """The bulk will never complete (its client is gone): the view is let go now. Left to the garbage
+        collector, the connection's cycle would finalize the BytesIO while its view still exists, and
+        ``close`` there raises BufferError (printed as an ignored exception). A view handed out for a read
+        that failed may sit in that cycle too (in the failed read's traceback): it is let go as well."""
+        self._release_views()
+
     def value(self) -> bytes:
         """The argument, once complete: the bytes object the reads filled, not a copy of it."""
-        self._view.release()
+        self._release_views()
         return self._file.getvalue()
+
+    def _release_views(self) -> None:
+        handed, self._handed = self._handed, None
+        if handed is not None:
+            try:
+                handed.release()
+            except BufferError:  # still held for a read: it lets go when the read ends
+                pass
+        self._view.release()

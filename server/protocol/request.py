@@ -101,7 +101,14 @@ class RequestParser:
         if big is not None:
             big.received(count)
         if self.buffered() > self.limits.query_buffer_limit:
+            self.drop_big()  # nothing after it is read: let go of it now
             raise ProtocolError(msgs.PROTO_QUERYBUF_MSG)
+
+    def drop_big(self) -> None:
+        """The client is gone: a big bulk still arriving never completes (``BigBulk.discard``)."""
+        big, self._big = self._big, None
+        if big is not None:
+            big.discard()
 
     def _take_big(self, data: bytes) -> bytes:
         """Give the big bulk in progress what it needs of ``data``, and the CR LF after it; return the rest."""

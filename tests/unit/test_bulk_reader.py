@@ -1,10 +1,11 @@
 """server/frontend/bulk_reader.py against a real RequestParser: where reads land, and when the connection gets its
-protocol back (the reader in a running server: tests/integration/test_big_arguments.py)."""
+protocol back (only when the protocol is broken; the reader in a running server: tests/integration/
+test_big_arguments.py)."""
 
 from __future__ import annotations
 
 from backends.errors import ProtocolError
-from server.frontend.bulk_reader import BulkReader
+from server.frontend.bulk_reader import HAND_BACK_AFTER, READ_SIZE, BulkReader
 from server.protocol.request import Limits, RequestParser
 from server.store.upstream import pack_command
 
@@ -46,7 +47,7 @@ def _read(reader: BulkReader, data: bytes) -> None:
     reader.buffer_updated(len(data))
 
 
-def test_reads_land_in_the_argument_and_the_connection_gets_its_protocol_back_when_it_is_complete() -> None:
+def test_reads_land_in_the_argument_and_the_reader_stays_once_it_is_complete() -> None:
     payload = bytes(range(256)) * 400
     frame = pack_command([b"SET", b"k", payload])
     connection = Connection()
@@ -59,16 +60,58 @@ def test_reads_land_in_the_argument_and_the_connection_gets_its_protocol_back_wh
     assert connection.events == []
     assert len(reader.get_buffer(-1)) == len(rest) - 50_000  # never more than the argument still needs
     _read(reader, rest[50_000:])
-    assert connection.events == ["end"]
+    assert connection.events == []
     connection.parser.feed(b"\r\n")
     assert connection.parser.next_command() == [b"SET", b"k", payload]
+
+
+def test_with_no_argument_arriving_a_read_is_at_most_a_big_bulk_so_the_next_one_announced_is_read_in_place() -> None:
+    """The read that announces the next big argument holds less than the argument: the rest lands in place."""
+    connection = Connection()
+    reader = BulkReader(connection)
+    assert len(reader.get_buffer(-1)) == READ_SIZE
+    payload = bytes(range(256)) * 1000
+    frame = pack_command([b"SET", b"k", payload])
+    announcing = frame[:READ_SIZE]
+    _read(reader, announcing)
+    assert connection.events == [announcing]
+    connection.parser.feed(announcing)  # (what the connection does with it)
+    assert connection.parser.next_command() is None and connection.parser.big_arriving()
+    assert len(reader.get_buffer(-1)) == len(frame) - READ_SIZE - 2
 
 
 def test_bytes_read_with_no_argument_arriving_go_to_the_connection_as_a_plain_read() -> None:
     connection = Connection()
     reader = BulkReader(connection)
     _read(reader, b"*1\r\n$4\r\nPING\r\n")
-    assert connection.events == ["end", b"*1\r\n$4\r\nPING\r\n"]
+    _read(reader, b"*1\r\n$4\r\nECHO\r\n")
+    assert connection.events == [b"*1\r\n$4\r\nPING\r\n", b"*1\r\n$4\r\nECHO\r\n"]
+
+
+def test_the_connection_gets_its_protocol_back_after_reads_in_a_row_that_start_no_big_argument() -> None:
+    """A client that turns to small commands reads plainly again; one that keeps sending big arguments keeps
+    the reader, however many small reads come between them."""
+    connection = Connection()
+    reader = BulkReader(connection)
+    ping = b"*1\r\n$4\r\nPING\r\n"
+    for _ in range(HAND_BACK_AFTER - 1):
+        _read(reader, ping)
+    big = pack_command([b"SET", b"k", bytes(READ_SIZE * 2)])
+
+    def parsed(data: bytes) -> None:  # (as the connection does)
+        connection.parser.feed(data)
+        while connection.parser.next_command() is not None:
+            pass
+
+    connection.data_received = parsed  # type: ignore[method-assign]
+    _read(reader, big[:1000])  # it starts a big argument: the count starts again
+    _read(reader, big[1000:-2])  # in place
+    _read(reader, b"\r\n" + ping)
+    for _ in range(HAND_BACK_AFTER - 2):
+        _read(reader, ping)
+    assert "end" not in connection.events
+    _read(reader, ping)
+    assert connection.events[-1] == "end"
 
 
 def test_an_argument_over_the_query_buffer_limit_breaks_the_protocol_and_hands_the_connection_back() -> None:
@@ -80,6 +123,7 @@ def test_an_argument_over_the_query_buffer_limit_breaks_the_protocol_and_hands_t
     assert connection.events[0] == "end"
     assert isinstance(connection.events[1], ProtocolError)
     assert str(connection.events[1]) == "ERR Protocol error: query buffer limit exceeded"
+    assert not connection.parser.big_arriving() and connection.parser.big_free() is None  # let go at once
 
 
 def test_what_the_transport_tells_the_reader_reaches_the_connection() -> None:
