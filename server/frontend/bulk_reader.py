@@ -54,8 +54,10 @@ class BulkReader(asyncio.BufferedProtocol):
 
     def __init__(self, connection: ReadsInPlace) -> None:
         self._connection = connection
-        self._buffer = bytearray(READ_SIZE)
-        self._read = memoryview(self._buffer)  # what of it a read filled is taken through this view, not one handed out
+        # the reader's own read buffer, made when first read into and let go when the connection gets its
+        # protocol back (a connection idle after its big arguments holds none)
+        self._buffer: bytearray | None = None
+        self._read: memoryview | None = None  # what a read filled is taken through this view, not one handed out
         self._into_buffer = False
         self._plain_reads = 0
 
@@ -65,25 +67,34 @@ class BulkReader(asyncio.BufferedProtocol):
             self._into_buffer = False
             return view
         self._into_buffer = True
+        if self._buffer is None:
+            self._buffer = bytearray(READ_SIZE)
+            self._read = memoryview(self._buffer)
         return memoryview(self._buffer)
 
     def buffer_updated(self, nbytes: int) -> None:
         connection = self._connection
         if self._into_buffer:
-            connection.data_received(bytes(self._read[:nbytes]))
+            read = self._read
+            assert read is not None  # (get_buffer made it)
+            connection.data_received(bytes(read[:nbytes]))
             if connection.parser.big_arriving():
                 self._plain_reads = 0
                 return
             self._plain_reads += 1
             if self._plain_reads >= HAND_BACK_AFTER:
-                self._plain_reads = 0
-                connection.end_in_place()
+                self._hand_back()
             return
         try:
             connection.parser.big_received(nbytes)
         except ProtocolError as exc:
-            connection.end_in_place()
+            self._hand_back()
             connection.protocol_broken(exc)
+
+    def _hand_back(self) -> None:
+        self._plain_reads = 0
+        self._buffer = self._read = None  # (the event loop lets go of the view it holds when this read ends)
+        self._connection.end_in_place()
 
     def eof_received(self) -> bool | None:
         return self._connection.eof_received()

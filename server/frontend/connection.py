@@ -153,8 +153,8 @@ class ClientConnection(asyncio.Protocol, SessionSink):
 
     def _receive_in_place(self) -> None:
         """The rest of the big bulk that has started is read straight into its place (server/frontend/
-        bulk_reader.py): the transport's protocol is the reader from now on (``end_in_place`` when the
-        protocol is broken)."""
+        bulk_reader.py): the transport's protocol is the reader while big bulks keep coming (it hands it back
+        with ``end_in_place``)."""
         if self._bulk_reader is None:
             self._bulk_reader = BulkReader(self)
         self._switch_protocol(self._bulk_reader)

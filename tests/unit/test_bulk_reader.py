@@ -1,8 +1,14 @@
 """server/frontend/bulk_reader.py against a real RequestParser: where reads land, and when the connection gets its
-protocol back (only when the protocol is broken; the reader in a running server: tests/integration/
-test_big_arguments.py)."""
+protocol back (after reads that start no big argument, or when the protocol is broken; the reader in a running
+server: tests/integration/test_big_arguments.py)."""
 
 from __future__ import annotations
+
+import ctypes
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
 
 from backends.errors import ProtocolError
 from server.frontend.bulk_reader import HAND_BACK_AFTER, READ_SIZE, BulkReader
@@ -112,6 +118,7 @@ def test_the_connection_gets_its_protocol_back_after_reads_in_a_row_that_start_n
     assert "end" not in connection.events
     _read(reader, ping)
     assert connection.events[-1] == "end"
+    assert reader._buffer is None  # its 64 KiB let go with the protocol (made again if it is ever installed again)
 
 
 def test_an_argument_over_the_query_buffer_limit_breaks_the_protocol_and_hands_the_connection_back() -> None:
@@ -124,6 +131,44 @@ def test_an_argument_over_the_query_buffer_limit_breaks_the_protocol_and_hands_t
     assert isinstance(connection.events[1], ProtocolError)
     assert str(connection.events[1]) == "ERR Protocol error: query buffer limit exceeded"
     assert not connection.parser.big_arriving() and connection.parser.big_free() is None  # let go at once
+
+
+class _PyBuffer(ctypes.Structure):
+    """CPython's ``Py_buffer``: what an event loop fills with ``PyObject_GetBuffer`` to read into a buffer."""
+
+    _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.py_object), ("len", ctypes.c_ssize_t),
+                ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("format", ctypes.c_char_p), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p)]
+
+
+@contextmanager
+def _held_as_the_loop_holds_it(view: memoryview) -> Iterator[None]:
+    """An export of ``view`` itself for the block, as uvloop's while it calls ``buffer_updated``."""
+    held = _PyBuffer()
+    if ctypes.pythonapi.PyObject_GetBuffer(ctypes.py_object(view), ctypes.byref(held), 1) != 0:  # PyBUF_WRITABLE
+        raise AssertionError("no buffer")
+    try:
+        yield
+    finally:
+        ctypes.pythonapi.PyBuffer_Release(ctypes.byref(held))
+
+
+def test_an_argument_over_the_limit_while_the_loop_still_holds_the_read_buffer_is_let_go_all_the_same() -> None:
+    """uvloop holds the buffer it read into until ``buffer_updated`` returns: the view cannot be released
+    then, and the argument is dropped all the same."""
+    connection = Connection(Limits(query_buffer_limit=100_000))
+    reader = BulkReader(connection)
+    connection.parser.feed(b"*2\r\n$3\r\nGET\r\n$200000\r\n" + bytes(1000))
+    assert connection.parser.next_command() is None
+    view = reader.get_buffer(-1)
+    with _held_as_the_loop_holds_it(view):
+        with pytest.raises(BufferError):
+            view.release()  # (what the loop's hold means)
+        reader.buffer_updated(150_000)
+    assert isinstance(connection.events[-1], ProtocolError)
+    assert connection.parser.big_free() is None and not connection.parser.big_arriving()
+    view.release()  # (the loop lets go of it once its read has ended)
 
 
 def test_what_the_transport_tells_the_reader_reaches_the_connection() -> None:

@@ -183,6 +183,21 @@ def test_a_big_bulk_is_handed_out_as_the_bytes_object_its_reads_filled() -> None
     assert bulk.value() is value
 
 
+def test_a_view_still_referenced_when_the_bulk_completes_is_let_go_so_the_value_is_not_copied() -> None:
+    """The last view handed out for a read may still be referenced (no longer held for a read) when the value is
+    taken: it is released, so the BytesIO has no export left and hands out its bytes object itself (asked
+    twice, the same object; with an export left, each ``getvalue`` is a new copy)."""
+    payload = random.Random(6).randbytes(100_000)
+    bulk = BigBulk(payload[:1000], len(payload))
+    view = bulk.free()
+    view[:] = payload[1000:]
+    bulk.received(len(view))
+    value = bulk.value()
+    assert value == payload and bulk.value() is value
+    with pytest.raises(ValueError):  # released
+        view[0]
+
+
 def test_no_big_bulk_no_place_to_read_into() -> None:
     parser = RequestParser()
     parser.feed(b"*2\r\n$3\r\nGET\r\n$70000\r\n")
