@@ -55,9 +55,9 @@ class BulkReader(asyncio.BufferedProtocol):
     def __init__(self, connection: ReadsInPlace) -> None:
         self._connection = connection
         # the reader's own read buffer, made when first read into and let go when the connection gets its
-        # protocol back (a connection idle after its big arguments holds none)
-        self._buffer: bytearray | None = None
-        self._read: memoryview | None = None  # what a read filled is taken through this view, not one handed out
+        # protocol back (a connection idle after its big arguments holds none); each read is handed a view of
+        # it of its own, so a loop that releases its view leaves this one whole
+        self._buffer: memoryview | None = None
         self._into_buffer = False
         self._plain_reads = 0
 
@@ -68,16 +68,15 @@ class BulkReader(asyncio.BufferedProtocol):
             return view
         self._into_buffer = True
         if self._buffer is None:
-            self._buffer = bytearray(READ_SIZE)
-            self._read = memoryview(self._buffer)
-        return memoryview(self._buffer)
+            self._buffer = memoryview(bytearray(READ_SIZE))
+        return self._buffer[:]
 
     def buffer_updated(self, nbytes: int) -> None:
         connection = self._connection
         if self._into_buffer:
-            read = self._read
-            assert read is not None  # (get_buffer made it)
-            connection.data_received(bytes(read[:nbytes]))
+            buffer = self._buffer
+            assert buffer is not None  # (get_buffer made it)
+            connection.data_received(bytes(buffer[:nbytes]))
             if connection.parser.big_arriving():
                 self._plain_reads = 0
                 return
@@ -93,7 +92,7 @@ class BulkReader(asyncio.BufferedProtocol):
 
     def _hand_back(self) -> None:
         self._plain_reads = 0
-        self._buffer = self._read = None  # (the event loop lets go of the view it holds when this read ends)
+        self._buffer = None  # (the event loop lets go of the view it holds when this read ends)
         self._connection.end_in_place()
 
     def eof_received(self) -> bool | None:

@@ -57,8 +57,8 @@ class NodeSession(UpstreamConnection):
         if upstream is None:  # queued for the connection being made
             self._queue(argv)
             self._start_connecting()
-        elif upstream.vectored and upstream.transport is not None and has_big_argument(argv):  # not copied
-            upstream.transport.writelines(pack_vectored(argv))
+        elif has_big_argument(argv):  # not copied into one buffer where the transport can
+            upstream.write_buffers(pack_vectored(argv))
         else:
             upstream.write(pack_command(argv))
 

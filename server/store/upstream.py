@@ -298,6 +298,15 @@ class UpstreamProtocol(asyncio.Protocol):
         if self.transport is not None:
             self.transport.write(data)
 
+    def write_buffers(self, buffers: Sequence[bytes | memoryview]) -> None:
+        """``buffers`` one after another: as they are where the transport can (``vectored``), else joined."""
+        if self.transport is None:
+            return
+        if self.vectored:
+            self.transport.writelines(buffers)
+        else:
+            self.transport.write(b"".join(buffers))
+
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
@@ -459,8 +468,8 @@ class UpstreamConnection(ABC):
             return
         outbox, self._outbox = self._outbox, []
         vectored, self._vectored = self._vectored, False
-        if vectored and upstream.vectored and upstream.transport is not None:
-            upstream.transport.writelines(outbox)
+        if vectored:
+            upstream.write_buffers(outbox)
         else:
             upstream.write(b"".join(outbox))
 
