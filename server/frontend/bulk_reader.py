@@ -3,12 +3,12 @@
 Once a client has sent a big argument (a tensor, a model), its transport's protocol is this reader for as
 long as it keeps sending them. The event loop asks it for a buffer: while an argument is arriving it hands out
 the rest of the argument's own bytes, so the kernel copies the client's bytes into place and nothing in our
-process copies them again; otherwise a 64 KiB buffer of its own, whose bytes go to the client's
+process copies them again; otherwise a 4 KiB buffer of its own, whose bytes go to the client's
 ``ClientConnection`` as a plain read. Staying keeps the read that announces the next argument small: a plain
 protocol's read is up to 256 KiB on uvloop, and what of the argument it holds is copied three times (the
-read's ``bytes``, the parser's buffer, the argument). A read through this reader costs more than a plain one
-(docs/bench-log.md), so after ``HAND_BACK_AFTER`` reads in a row that start no big argument the connection
-gets its protocol back.
+read's ``bytes``, the parser's buffer, the argument) and once more as the argument grows to its full size. A
+read through this reader costs more than a plain one (docs/bench-log.md), so after ``HAND_BACK_AFTER`` reads
+in a row that start no big argument the connection gets its protocol back.
 
 The connection switches to the reader at its first big argument (``ClientConnection._receive_in_place``);
 everything else a transport tells its protocol is passed on to the connection.
@@ -22,7 +22,7 @@ import asyncio
 from typing import Final, Protocol
 
 from backends.errors import ProtocolError
-from server.protocol.request import BIG_BULK, RequestParser
+from server.protocol.request import RequestParser
 
 
 class ReadsInPlace(Protocol):
@@ -45,7 +45,9 @@ class ReadsInPlace(Protocol):
     def resume_writing(self) -> None: ...
 
 
-READ_SIZE: Final = BIG_BULK  # a read with no argument arriving: a big argument never fits in it whole
+# a read with no argument arriving: room for the next command's header and the first bytes of its argument,
+# which are copied (the read's ``bytes``, the parser's buffer, the argument); the rest is read in place
+READ_SIZE: Final = 4 * 1024
 HAND_BACK_AFTER: Final = 8  # reads in a row into READ_SIZE that start no big argument
 
 

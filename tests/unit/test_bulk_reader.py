@@ -12,7 +12,7 @@ import pytest
 
 from backends.errors import ProtocolError
 from server.frontend.bulk_reader import HAND_BACK_AFTER, READ_SIZE, BulkReader
-from server.protocol.request import Limits, RequestParser
+from server.protocol.request import BIG_BULK, Limits, RequestParser
 from server.store.upstream import pack_command
 
 
@@ -71,8 +71,9 @@ def test_reads_land_in_the_argument_and_the_reader_stays_once_it_is_complete() -
     assert connection.parser.next_command() == [b"SET", b"k", payload]
 
 
-def test_with_no_argument_arriving_a_read_is_at_most_a_big_bulk_so_the_next_one_announced_is_read_in_place() -> None:
-    """The read that announces the next big argument holds less than the argument: the rest lands in place."""
+def test_with_no_argument_arriving_a_read_is_a_few_kib_so_the_next_one_announced_is_read_in_place() -> None:
+    """The read that announces the next big argument holds its header and a few KiB of it (copied): the rest
+    lands in place."""
     connection = Connection()
     reader = BulkReader(connection)
     assert len(reader.get_buffer(-1)) == READ_SIZE
@@ -102,7 +103,7 @@ def test_the_connection_gets_its_protocol_back_after_reads_in_a_row_that_start_n
     ping = b"*1\r\n$4\r\nPING\r\n"
     for _ in range(HAND_BACK_AFTER - 1):
         _read(reader, ping)
-    big = pack_command([b"SET", b"k", bytes(READ_SIZE * 2)])
+    big = pack_command([b"SET", b"k", bytes(BIG_BULK * 2)])
 
     def parsed(data: bytes) -> None:  # (as the connection does)
         connection.parser.feed(data)
@@ -118,7 +119,7 @@ def test_the_connection_gets_its_protocol_back_after_reads_in_a_row_that_start_n
     assert "end" not in connection.events
     _read(reader, ping)
     assert connection.events[-1] == "end"
-    assert reader._buffer is None  # its 64 KiB let go with the protocol (made again if it is ever installed again)
+    assert reader._buffer is None  # its buffer let go with the protocol (made again if it is ever installed again)
 
 
 def test_an_argument_over_the_query_buffer_limit_breaks_the_protocol_and_hands_the_connection_back() -> None:
