@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -72,7 +73,8 @@ class LoopScriptHost:
         return await loaded_model(self._models, meta, keyspace, key)
 
     def _wait(self, work: Coroutine[Any, Any, T]) -> T:
-        """Run ``work`` on the loop and wait for it on this (worker) thread."""
+        """Run ``work`` on the loop and wait for it on this (worker) thread. A call given up on (the wait timed
+        out) before the loop started it never starts: the script was told it failed, so it must not happen."""
         try:
             running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -80,15 +82,28 @@ class LoopScriptHost:
         if running is self._loop:
             work.close()
             raise AIError(msgs.SCRIPT_CALL_ON_LOOP_MSG)
+        given_up = threading.Event()
+        guarded = _unless_given_up(work, given_up)
         try:
-            future = asyncio.run_coroutine_threadsafe(work, self._loop)
+            future = asyncio.run_coroutine_threadsafe(guarded, self._loop)
         except RuntimeError as exc:  # the loop is closed
+            guarded.close()
             work.close()
             raise AIError(msgs.SCRIPT_CALL_LOOP_GONE_MSG) from exc
         try:
             return future.result(self._timeout_s)
         except concurrent.futures.TimeoutError as exc:
+            given_up.set()
             future.cancel()
             raise AIError(msgs.SCRIPT_CALL_TIMEOUT_MSG) from exc
         except concurrent.futures.CancelledError as exc:
             raise AIError(msgs.SCRIPT_CALL_LOOP_GONE_MSG) from exc
+
+
+async def _unless_given_up(work: Coroutine[Any, Any, T], given_up: threading.Event) -> T:
+    """``work``, unless its caller stopped waiting before the loop came to it (a cancelled wait does not stop
+    the loop from starting the task it scheduled)."""
+    if given_up.is_set():
+        work.close()
+        raise asyncio.CancelledError
+    return await work

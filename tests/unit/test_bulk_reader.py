@@ -76,6 +76,7 @@ def test_with_no_argument_arriving_a_read_is_a_few_kib_so_the_next_one_announced
     lands in place."""
     connection = Connection()
     reader = BulkReader(connection)
+    assert READ_SIZE <= BIG_BULK // 16  # a few KiB: what of an argument comes with its announcement is copied
     assert len(reader.get_buffer(-1)) == READ_SIZE
     payload = bytes(range(256)) * 1000
     frame = pack_command([b"SET", b"k", payload])

@@ -91,19 +91,23 @@ def test_commands_a_script_may_not_send() -> None:
 
 
 class OkLink:
-    """A store link that answers +OK to everything: the host's thread guards are under test, not the store."""
+    """A store link that answers +OK to everything and keeps what it was sent: the host's thread guards are
+    under test, not the store."""
 
     def __init__(self) -> None:
         self.router = OneNode(RedisLink(StoreAddress(), 0))  # (never connected: this link answers itself)
+        self.sent: list[list[bytes]] = []
 
     async def pipeline(self, commands: list[list[bytes]]) -> list[object]:
+        self.sent.extend(commands)
         return [b"OK" for _ in commands]
 
 
 def test_host_guards_against_the_loop_thread_a_stopped_loop_and_a_closed_one() -> None:
     ai = AIState.from_config(Config(port=0))
     loop = asyncio.new_event_loop()
-    host = LoopScriptHost(loop, Keyspace(OkLink(), 0), ai.models, timeout_s=0.05)
+    link = OkLink()
+    host = LoopScriptHost(loop, Keyspace(link, 0), ai.models, timeout_s=0.05)
 
     async def from_the_loop() -> object:
         return host.call([b"PING"])
@@ -116,7 +120,9 @@ def test_host_guards_against_the_loop_thread_a_stopped_loop_and_a_closed_one() -
     assert loop.run_until_complete(from_a_worker()) is not None
     with pytest.raises(AIError, match=r"^ERR timed out waiting for the store$"):  # the loop is not running
         host.call([b"GET", b"k"])
-    loop.run_until_complete(asyncio.sleep(0))  # as a loop that stalled and goes on: the call given up never runs
+    assert link.sent == [[b"SET", b"k", b"v"]]
+    loop.run_until_complete(asyncio.sleep(0))  # the stalled loop goes on: the call given up must not run late
+    assert link.sent == [[b"SET", b"k", b"v"]]
     loop.close()
     with pytest.raises(AIError, match=r"^ERR the server is shutting down$"):
         host.call([b"GET", b"k"])
