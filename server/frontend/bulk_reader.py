@@ -45,9 +45,7 @@ class ReadsInPlace(Protocol):
     def resume_writing(self) -> None: ...
 
 
-# a read with no argument arriving: room for the next command's header and the first bytes of its argument,
-# which are copied (the read's ``bytes``, the parser's buffer, the argument); the rest is read in place
-READ_SIZE: Final = 4 * 1024
+READ_SIZE: Final = 4 * 1024  # a read with no argument arriving: a header and the copied first bytes of an argument
 HAND_BACK_AFTER: Final = 8  # reads in a row into READ_SIZE that start no big argument
 
 
