@@ -2,6 +2,7 @@
 this VM that does not move with the hour.
 
 Usage: python -m bench.instructions [--requests N] [--clients N] [--tree DIR ...] [--only NAME ...] [--cluster]
+       python -m bench.instructions --floor [--requests N] [--clients N]
 
 CPU time per request is the benchmarks' figure to compare, but on a shared VM single rounds of one command
 spread by half within a morning, and a change worth 5% cannot be told from that. The number of instructions
@@ -26,6 +27,10 @@ count. Under valgrind every request of a loop iteration is ready at once, so the
 (the MLP's model, input and output on three shards, then all in one slot, then the tensors in one slot and the
 model on another shard) through our server in front of one valkey node and in front of a 3-primary cluster of
 the same binary, and the ratio.
+
+``--floor``: the same count for bench/model_floor.py (a server that only reads the MLP's MODELEXECUTE, runs the
+model and writes its output to a store) instead, sent by redis-benchmark even at one client: the instructions
+under the MLP rows that any server in Python runs.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from typing import Protocol
 
 import redis
 
+from bench import model_floor
 from bench.cluster_bench import one_node
 from bench.common import print_table
 from bench.compiled_bench import MLP_INPUT, ONE_KIB
@@ -135,7 +141,7 @@ def instructions(tree: Path, commands: Commands, requests: int, options: tuple[s
         return counted
 
 
-def count_requests(conn: redis.Redis, port: int, pid: int, out: Path, command: Command, requests: int,
+def count_requests(conn: redis.Redis | None, port: int, pid: int, out: Path, command: Command, requests: int,
                    clients: int) -> float:
     """Instructions per request of the process ``pid`` runs under callgrind (dumping to ``out``): 200 requests
     to warm up, then ``requests`` with its instrumentation on, dumped on their own (a dump zeroes the counts;
@@ -150,10 +156,10 @@ def count_requests(conn: redis.Redis, port: int, pid: int, out: Path, command: C
     return sum(dump_total(Path(name)) for name in dumps) / requests
 
 
-def send_requests(conn: redis.Redis, port: int, command: Command, requests: int, clients: int) -> None:
+def send_requests(conn: redis.Redis | None, port: int, command: Command, requests: int, clients: int) -> None:
     """``requests`` of ``command``: one after another on ``conn``, or from redis-benchmark's ``clients`` (a
-    bytes argument, the last, goes through its stdin)."""
-    if clients == 1:
+    bytes argument, the last, goes through its stdin; also at one client when there is no ``conn``)."""
+    if clients == 1 and conn is not None:
         for _ in range(requests):
             conn.execute_command(*command)
         return
@@ -210,6 +216,8 @@ def arguments(description: str, cluster: bool) -> argparse.Namespace:
     parser.add_argument("--only", action="append", default=[], help="only the commands named so (repeatable)")
     if cluster:
         parser.add_argument("--cluster", action="store_true", help="one store node against a 3-primary cluster")
+        parser.add_argument("--floor", action="store_true",
+                            help="only bench/model_floor.py's count for the MLP's MODELEXECUTE instead")
     return parser.parse_args()
 
 
@@ -238,9 +246,23 @@ def node_and_cluster(tree: Path, commands: tuple[tuple[str, Command], ...], requ
                 ["command", "one node", "cluster", "cluster / one node"], rows)
 
 
+def floor_instructions(requests: int, clients: int) -> float:
+    """bench/model_floor.py's instructions per request (its whole process) for the MLP's MODELEXECUTE."""
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "callgrind.out"
+        under = ("valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}")
+        with model_floor.running(under, START_TIMEOUT_S) as floor:
+            return count_requests(None, floor.port, floor.pid, out, model_floor.COMMAND, requests, clients)
+
+
 def main() -> None:
     args = arguments(__doc__ or "", cluster=True)
     if valgrind_missing("bench.instructions"):
+        return
+    if args.floor:
+        who = "one client" if args.clients == 1 else f"{args.clients} redis-benchmark clients"
+        print(f"bench/model_floor.py, the MLP's AI.MODELEXECUTE, {who}: "
+              f"{floor_instructions(args.requests, args.clients):,.0f} instructions per request")
         return
     here = Path(os.getcwd())
     table = CLUSTER_COMMANDS if args.cluster else COMMANDS

@@ -5,6 +5,8 @@ Usage: python -m bench.model_bench [--calls N]
 Prints, per backend: the in-process compute time of one batch-1 run (median), the single-client median
 round-trip latency of AI.MODELEXECUTE through our server (redis-py), the server overhead per call
 (latency - compute), and for 50 clients (redis-benchmark) requests/s, p50/p99 and server CPU µs per request.
+The floor row is the same request at 50 clients through bench/model_floor.py, a server that only reads it, runs
+the TORCH model and writes the output to its own store: what any server in Python pays for it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from backends.base import RuntimeOptions
 from backends.device import Device
 from backends.onnx_backend import OnnxBackend
 from backends.torch_backend import TorchBackend
-from bench.common import CELL_NAMES, measure, our_server, print_table, target
+from bench import model_floor
+from bench.common import CELL_NAMES, Target, measure, our_server, print_table, target
 from tests import models
 
 
@@ -65,6 +68,10 @@ def run(calls: int) -> None:
             loaded = measure(target("ours", port), ["AI.MODELEXECUTE", key, "INPUTS", "1", "x", "OUTPUTS", "1",
                                                     f"y_{key}"], calls * 5)
             rows.append([backend, f"{compute:.1f}", f"{latency:.1f}", f"{latency - compute:.1f}", *loaded.cells()])
+        with model_floor.running() as running_floor:
+            floor = measure(Target("floor", running_floor.port, running_floor.pid, running_floor.store_pid),
+                                        list(model_floor.COMMAND), calls * 5)
+        rows.append(["floor: a bare Python server, TORCH", "", "", "", *floor.cells()])
         conn.execute_command("AI.MODELSTORE", "mlp_b32", "TORCH", "CPU", "BATCHSIZE", 32, "BLOB", blobs["TORCH"])
         batched = measure(target("ours", port), ["AI.MODELEXECUTE", "mlp_b32", "INPUTS", "1", "x", "OUTPUTS", "1",
                                                  "y_b32"], calls * 5)

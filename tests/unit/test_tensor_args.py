@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import random
+import re
 
 import numpy as np
 import pytest
@@ -58,8 +60,21 @@ def test_invalid_dtypes(spelling: str) -> None:
 def test_strict_int() -> None:
     assert [parse_strict_int(s) for s in (b"0", b"-1", b"9223372036854775807", b"-9223372036854775808")] == [
         0, -1, 2**63 - 1, -(2**63)]
-    for bad in (b"", b"-", b"-0", b"01", b"+1", b" 1", b"1 ", b"1.0", b"0x10", b"9223372036854775808", b"1e3"):
+    for bad in (b"", b"-", b"-0", b"01", b"+1", b" 1", b"1 ", b"1.0", b"0x10", b"9223372036854775808", b"1e3",
+                b"-01", b"00", b"-9223372036854775809", b"1" * 25, b"-" + b"9" * 19):
         assert parse_strict_int(bad) is None, bad
+
+
+def test_strict_int_is_string2ll_on_any_text() -> None:
+    """Random texts of signs, digits and other bytes, as bytes and as bytearray (the RESP parser's buffer)."""
+    canonical = re.compile(rb"(0|-?[1-9][0-9]*)")
+    rng = random.Random(7)
+    for _ in range(20_000):
+        text = bytes(rng.choice(b"-0123456789+ x") for _ in range(rng.randint(0, 21)))
+        value = int(text) if canonical.fullmatch(text) else None
+        expected = value if value is not None and -(2**63) <= value < 2**63 else None
+        assert parse_strict_int(text) == expected, text
+        assert parse_strict_int(bytearray(text)) == expected, text
 
 
 def test_strict_double() -> None:
