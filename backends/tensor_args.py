@@ -132,17 +132,21 @@ def parse_tensorset(argv: Sequence[bytes]) -> TensorSetRequest:
         raise AIError(msgs.INVALID_DTYPE_MSG)
     dims: list[int] = []
     for pos in range(3, len(argv)):
-        word = _keyword(argv[pos][:7])  # BLOB/VALUES, as strcasecmp sees them; dims are short anyway
-        left = len(argv) - 1 - pos
-        if word == b"BLOB":
-            if left != 1:
-                raise AIError(msgs.TENSOR_BLOB_ARITY_MSG)
-            return TensorSetRequest(argv[1], dtype, _shape(dims), blob=argv[pos + 1])
-        if word == b"VALUES":
-            if left != math.prod(dims):
-                raise AIError(msgs.TENSOR_VALUES_COUNT_MSG)
-            return TensorSetRequest(argv[1], dtype, _shape(dims), values=tuple(argv[pos + 1:]))
-        dim = parse_strict_int(argv[pos])
+        token = argv[pos]
+        # a digit first: a dim, never BLOB or VALUES, whose keyword's objects cost more than the number (compiled,
+        # ``token[0]`` is a byte read)
+        if not (token and 0x30 <= token[0] <= 0x39):
+            word = _keyword(token[:7])  # BLOB/VALUES, as strcasecmp sees them; dims are short anyway
+            left = len(argv) - 1 - pos
+            if word == b"BLOB":
+                if left != 1:
+                    raise AIError(msgs.TENSOR_BLOB_ARITY_MSG)
+                return TensorSetRequest(argv[1], dtype, _shape(dims), blob=argv[pos + 1])
+            if word == b"VALUES":
+                if left != math.prod(dims):
+                    raise AIError(msgs.TENSOR_VALUES_COUNT_MSG)
+                return TensorSetRequest(argv[1], dtype, _shape(dims), values=tuple(argv[pos + 1:]))
+        dim = parse_strict_int(token)
         if dim is None or dim <= 0:
             raise AIError(msgs.TENSOR_SHAPE_MSG)
         dims.append(dim)

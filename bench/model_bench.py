@@ -69,8 +69,8 @@ def run(calls: int) -> None:
                                                     f"y_{key}"], calls * 5)
             rows.append([backend, f"{compute:.1f}", f"{latency:.1f}", f"{latency - compute:.1f}", *loaded.cells()])
         with model_floor.running() as running_floor:
-            floor = measure(Target("floor", running_floor.port, running_floor.pid, running_floor.store_pid),
-                                        list(model_floor.COMMAND), calls * 5)
+            floor_target = Target("floor", running_floor.port, running_floor.pid, running_floor.store_pid)
+            floor = measure(floor_target, list(model_floor.COMMAND), calls * 5)
         rows.append(["floor: a bare Python server, TORCH", "", "", "", *floor.cells()])
         conn.execute_command("AI.MODELSTORE", "mlp_b32", "TORCH", "CPU", "BATCHSIZE", 32, "BLOB", blobs["TORCH"])
         batched = measure(target("ours", port), ["AI.MODELEXECUTE", "mlp_b32", "INPUTS", "1", "x", "OUTPUTS", "1",

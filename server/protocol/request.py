@@ -34,6 +34,8 @@ _COMPACT_AT: Final = 256 * 1024
 UNAUTHENTICATED_MAX_MULTIBULK: Final = 10  # Redis 7: before AUTH, requests stay small
 UNAUTHENTICATED_MAX_BULK: Final = 16384
 BIG_BULK: Final = 64 * 1024  # a bulk at least this big that is still arriving is collected in chunks
+HEAD_WINDOW: Final = 1024  # the bytes the Python parser copies at a time to read bulk headers from
+_LONGEST_HEADER: Final = 12  # "$" + 9 digits + CR LF: the longest header read from the copy
 # larger buffers hold big values: the Python parser copies them once, hiredis twice
 HIREDIS_MAX_BUFFER: Final = 64 * 1024
 
@@ -222,31 +224,60 @@ class RequestParser:
         return True
 
     def _collect_bulks(self) -> bool:
+        """The bulks of the command in progress (the ones hiredis left: a big one still arriving, a bad header
+        …). Headers and small bulks are read from ``head``, a bytes copy of the next ``HEAD_WINDOW`` bytes of
+        the buffer (compiled, a bytes object's bytes are read directly, a bytearray's through a generic item
+        lookup each); a header that is not plain digits, or not all here, goes to ``_bulk_header``."""
         buf = self._buf
+        head = b""
+        head_at = 0  # where ``head`` starts in ``buf``
         while self._pending > 0:
             pos = self._pos
             if pos >= len(buf):
                 return False
             if buf[pos] != 0x24:  # '$'
                 raise ProtocolError(msgs.PROTO_EXPECTED_DOLLAR_FMT.format(got=_wire_char(buf[pos])))
-            end = self._line_end(msgs.PROTO_BIG_BULK_COUNT_MSG)
-            if end < 0:
-                return False
-            size = parse_strict_int(buf[pos + 1 : end])
-            if size is None or size < 0 or size > self.limits.max_bulk_len:
-                raise ProtocolError(msgs.PROTO_INVALID_BULK_MSG)
-            if not self.authenticated and size > UNAUTHENTICATED_MAX_BULK:
-                raise ProtocolError(msgs.PROTO_UNAUTH_BULK_MSG)
-            start = end + 2
+            if pos + _LONGEST_HEADER > head_at + len(head) and head_at + len(head) < len(buf):
+                head_at, head = pos, bytes(memoryview(buf)[pos : pos + HEAD_WINDOW])
+            size, start = _header_number(head, pos - head_at + 1, len(head))
+            if size >= 0:
+                start += head_at
+                self._check_bulk_size(size)
+            else:
+                size, start = self._bulk_header(pos)
+                if size < 0:
+                    return False
             if size >= BIG_BULK and len(buf) - start < size:
                 self._start_big(start, size)
                 return False
             if len(buf) < start + size + 2:
                 return False
-            self._args.append(bytes(memoryview(buf)[start : start + size]))  # one copy, not two
-            self._pos = start + size + 2
+            end = start + size
+            if end <= head_at + len(head):
+                self._args.append(head[start - head_at : end - head_at])
+            else:
+                self._args.append(bytes(memoryview(buf)[start:end]))  # one copy, not two
+            self._pos = end + 2
             self._pending -= 1
         return True
+
+    def _bulk_header(self, pos: int) -> tuple[int, int]:
+        """The size of the bulk whose header starts at ``pos`` and where its data starts, read as Redis reads
+        it (its errors); (-1, -1) while the header's line is not all here."""
+        end = self._line_end(msgs.PROTO_BIG_BULK_COUNT_MSG)
+        if end < 0:
+            return -1, -1
+        size = parse_strict_int(self._buf[pos + 1 : end])
+        if size is None or size < 0:
+            raise ProtocolError(msgs.PROTO_INVALID_BULK_MSG)
+        self._check_bulk_size(size)
+        return size, end + 2
+
+    def _check_bulk_size(self, size: int) -> None:
+        if size > self.limits.max_bulk_len:
+            raise ProtocolError(msgs.PROTO_INVALID_BULK_MSG)
+        if not self.authenticated and size > UNAUTHENTICATED_MAX_BULK:
+            raise ProtocolError(msgs.PROTO_UNAUTH_BULK_MSG)
 
     def _start_big(self, start: int, size: int) -> None:
         """Receive this bulk in place (``BigBulk``): its first part, here, is copied there; the buffer then starts

@@ -17,7 +17,14 @@ from server.frontend.replies import ReplyQueue
 from server.protocol.big_bulk import BigBulk
 from server.protocol.framer import ReplyFramer
 from server.protocol.reply import NULL_ARRAY, OK, PONG, Push, RawParts, Status, Verbatim, encode, vectored
-from server.protocol.request import Limits, RequestParser, parse_strict_int, split_inline_args
+from server.protocol.request import (
+    BIG_BULK,
+    HEAD_WINDOW,
+    Limits,
+    RequestParser,
+    parse_strict_int,
+    split_inline_args,
+)
 from server.store.atomic import BIG_VALUE_AT, big_tensor_write
 from server.store.upstream import pack_command, pack_parted
 
@@ -165,6 +172,45 @@ def test_a_big_bulk_read_into_its_place_equals_one_fed(piece: int) -> None:
     assert got == [[b"PING"], [b"AI.TENSORSET", b"t", b"UINT8", b"300000", b"BLOB", payload], [b"ECHO", b"end"]]
     assert type(got[1][-1]) is bytes
     assert in_place == len(payload) - (20_000 - data.index(payload))
+
+
+@pytest.mark.parametrize("piece", [7, 11, 1_000, HEAD_WINDOW, HEAD_WINDOW + 1, 70_000, 10**6])
+def test_headers_and_small_bulks_read_from_the_copied_window_give_the_same_commands(piece: int) -> None:
+    """The Python parser reads bulk headers and small bulks from a copy of the next ``HEAD_WINDOW`` bytes: bulks
+    and headers that end inside it, at its edge and past it, a bulk larger than it, data holding '$' and CR LF,
+    and a header that is not all there when a read ends give the commands they encode, in any chunking. Each
+    command carries a big bulk, so that the buffer is too big for hiredis and every byte goes through here."""
+    rng = random.Random(piece)
+    big = rng.randbytes(BIG_BULK + 5)
+    sizes = [0, 1, 9, HEAD_WINDOW - 30, HEAD_WINDOW - 13, HEAD_WINDOW - 12, HEAD_WINDOW, HEAD_WINDOW + 1,
+             3 * HEAD_WINDOW, 99, 1_000]
+    commands = []
+    for shift in range(4):  # each command starts at another offset of the window
+        small = [b"$\r\n" * (size // 3) + rng.randbytes(size % 3) for size in sizes[shift:]]
+        commands.append([b"SET" + b"x" * shift, *small, big, *small[:3]])
+    for size in range(HEAD_WINDOW - 40, HEAD_WINDOW + 4):  # a bulk, then a header, ending at each byte near the edge
+        commands.append([b"SET", rng.randbytes(size), b"v" * 12, big])
+    data = b"".join(pack_command(command) for command in commands)
+    parser = RequestParser()
+    got: list[list[bytes]] = []
+    for start in range(0, len(data), piece):
+        parser.feed(data[start : start + piece])
+        got += _parse_all(parser)
+    assert got == commands
+
+
+@pytest.mark.parametrize(("header", "message"), [
+    (b"$01\r\n", "invalid bulk length"), (b"$-1\r\n", "invalid bulk length"), (b"$+5\r\n", "invalid bulk length"),
+    (b"$5 \r\n", "invalid bulk length"), (b"$1000000000\r\n", "invalid bulk length"),
+    (b"$" + b"9" * 30 + b"\r\n", "invalid bulk length"), (b"$\r\n", "invalid bulk length"),
+])
+def test_a_header_the_window_does_not_read_gets_redis_s_error(header: bytes, message: str) -> None:
+    """After a big bulk's command has made the parser Python's, a header that is not plain digits gets the
+    error Redis gives."""
+    parser = RequestParser()
+    parser.feed(b"*3\r\n$3\r\nSET\r\n$" + str(BIG_BULK).encode() + b"\r\n" + bytes(BIG_BULK) + b"\r\n" + header)
+    with pytest.raises(ProtocolError, match=message):
+        _parse_all(parser)
 
 
 def test_a_big_bulk_is_handed_out_as_the_bytes_object_its_reads_filled() -> None:
