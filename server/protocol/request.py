@@ -35,7 +35,9 @@ UNAUTHENTICATED_MAX_MULTIBULK: Final = 10  # Redis 7: before AUTH, requests stay
 UNAUTHENTICATED_MAX_BULK: Final = 16384
 BIG_BULK: Final = 64 * 1024  # a bulk at least this big that is still arriving is collected in chunks
 HEAD_WINDOW: Final = 1024  # the bytes the Python parser copies at a time to read bulk headers from
-_LONGEST_HEADER: Final = 12  # "$" + 9 digits + CR LF: the longest header read from the copy
+# "$" + 9 digits + CR LF, the longest header read from the copy: a fresh copy is taken when the next header may
+# not fit in the one held (speed only: a header the copy cuts off is read by ``_bulk_header``)
+_LONGEST_HEADER: Final = 12
 # larger buffers hold big values: the Python parser copies them once, hiredis twice
 HIREDIS_MAX_BUFFER: Final = 64 * 1024
 
