@@ -92,12 +92,17 @@ CLUSTER_COMMANDS: tuple[tuple[str, Command], ...] = (  # bench.cluster_bench's
 )
 
 
+def callgrind_prefix(out: Path) -> list[str]:
+    """The command line a counted process runs under: callgrind, instrumentation off until asked, dumping to
+    ``out``."""
+    return ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+
+
 @contextmanager
 def counted_server(tree: Path, out: Path, options: tuple[str, ...]) -> Iterator[tuple[int, int]]:
     """Our server from ``tree`` under callgrind, instrumentation off; yields (port, valgrind's pid)."""
     port = free_port()
-    command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
-               sys.executable, "-m", "server", "--port", str(port), "--log-level", "warning",
+    command = [*callgrind_prefix(out), sys.executable, "-m", "server", "--port", str(port), "--log-level", "warning",
                "--inline-op-us", "100000", *options]
     proc = subprocess.Popen(command, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -250,8 +255,7 @@ def floor_instructions(requests: int, clients: int) -> float:
     """bench/model_floor.py's instructions per request (its whole process) for the MLP's MODELEXECUTE."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "callgrind.out"
-        under = ("valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}")
-        with model_floor.running(under, START_TIMEOUT_S) as floor:
+        with model_floor.running(callgrind_prefix(out), START_TIMEOUT_S) as floor:
             return count_requests(None, floor.port, floor.pid, out, model_floor.COMMAND, requests, clients)
 
 

@@ -21,7 +21,6 @@ import io
 import subprocess
 import sys
 import tempfile
-import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -35,7 +34,7 @@ import uvloop
 
 from server.store.process import find_store_binary
 from tests import models
-from tests.support import free_port, wait_for_port
+from tests.support import free_port, wait_for_port, wait_until
 
 OK_REPLY = b"+OK\r\n"
 COMMAND = ("AI.MODELEXECUTE", "m", "INPUTS", "1", "x", "OUTPUTS", "1", "y")  # what it is sent (it reads none of it)
@@ -133,7 +132,8 @@ def running(prefix: Sequence[str] = (), start_timeout_s: float = 60.0) -> Iterat
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         floor: subprocess.Popen[bytes] | None = None
         try:
-            _wait_for_socket(Path(socket_path))
+            if not wait_until(Path(socket_path).exists, timeout=10):
+                raise TimeoutError(f"no store socket at {socket_path}")
             floor = subprocess.Popen([*prefix, sys.executable, "-m", "bench.model_floor", "--port", str(port),
                                       "--store-socket", socket_path],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -144,14 +144,6 @@ def running(prefix: Sequence[str] = (), start_timeout_s: float = 60.0) -> Iterat
                 if proc is not None:
                     proc.kill()
                     proc.wait(20)
-
-
-def _wait_for_socket(path: Path, attempts: int = 200) -> None:
-    for _ in range(attempts):
-        if path.exists():
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"no store socket at {path}")
 
 
 def main() -> None:

@@ -28,6 +28,7 @@ from bench.instructions import (
     START_TIMEOUT_S,
     Commands,
     arguments,
+    callgrind_prefix,
     count_requests,
     prepare,
     trees_side_by_side,
@@ -41,9 +42,8 @@ from tests.support import free_port, wait_for_port
 def counted_store(workdir: Path, out: Path) -> Iterator[tuple[str, int]]:
     """A valkey-server under callgrind, instrumentation off; yields its URL and valgrind's pid."""
     port = free_port()
-    command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
-               find_store_binary(""), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-               "--dir", str(workdir)]
+    command = [*callgrind_prefix(out), find_store_binary(""), "--port", str(port), "--bind", "127.0.0.1",
+               "--save", "", "--appendonly", "no", "--dir", str(workdir)]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for_port(port, timeout=START_TIMEOUT_S)
